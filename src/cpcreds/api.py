@@ -1,0 +1,248 @@
+"""Wire types: the Kubernetes objects cpcreds reads and writes, spelled as the specs spell them.
+
+- ``client.authentication.k8s.io`` v1 / v1beta1 ``ExecCredential`` (KEP-541), with its ``Cluster``.
+- kubeconfig's ``ExecConfig`` (the ``execConfig`` of a provider config entry).
+- ``multicluster.x-k8s.io/v1alpha1`` ``ClusterProfile`` with ``status.accessProviders`` (KEP-5339),
+  each holding a kubeconfig ``Cluster`` with ``NamedExtension`` entries.
+
+Models use the Kubernetes field names as aliases (``certificate-authority-data``,
+``expirationTimestamp``) and Python names inside. Wire objects from a cluster or a plugin ignore
+unknown fields (servers and plugins add fields over time); configuration written by a person is
+strict (see :mod:`cpcreds.config`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+__all__ = [
+    "API_VERSION_V1",
+    "API_VERSION_V1BETA1",
+    "SUPPORTED_API_VERSIONS",
+    "EXEC_INFO_ENV",
+    "EXEC_EXTENSION",
+    "ADDITIONAL_ARGS_EXTENSION",
+    "ADDITIONAL_ENVS_EXTENSION",
+    "CLUSTER_PROFILE_API_VERSION",
+    "InteractiveMode",
+    "ExecEnvVar",
+    "ExecConfig",
+    "NamedExtension",
+    "KubeconfigCluster",
+    "AccessProvider",
+    "ClusterProfileStatus",
+    "ObjectMeta",
+    "ClusterProfile",
+    "ExecCluster",
+    "ExecCredentialSpec",
+    "ExecCredentialStatus",
+    "ExecCredential",
+]
+
+API_VERSION_V1 = "client.authentication.k8s.io/v1"
+API_VERSION_V1BETA1 = "client.authentication.k8s.io/v1beta1"
+SUPPORTED_API_VERSIONS = (API_VERSION_V1, API_VERSION_V1BETA1)
+
+#: The environment variable through which a client hands the ExecCredential request to a plugin.
+EXEC_INFO_ENV = "KUBERNETES_EXEC_INFO"
+
+#: Reserved by client.authentication.k8s.io: per-cluster plugin config, passed verbatim as
+#: ``ExecCredential.spec.cluster.config``.
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+#: Reserved by KEP-5339: extra plugin arguments (a list of strings), used only under ``Append``.
+ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
+#: Reserved by KEP-5339: extra plugin environment (a string map), used only when a policy allows.
+ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
+
+CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
+
+InteractiveMode = Literal["Never", "IfAvailable", "Always"]
+
+
+def _decode_base64_bytes(value: Any) -> Any:
+    # Go marshals []byte as standard base64; a model built in Python may already hold bytes.
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("is not valid base64") from exc
+    return value
+
+
+class _Wire(BaseModel):
+    """Objects read from a cluster or a plugin: unknown fields are ignored, as Go's decoder does."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class ExecEnvVar(BaseModel):
+    """One ``env`` entry of an ExecConfig."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    value: str
+
+
+class ExecConfig(BaseModel):
+    """kubeconfig's ``users[].user.exec`` (KEP-541), as used in a provider config's ``execConfig``.
+
+    Accepts the keys Go's ``json.Marshal`` writes for client-go's internal ExecConfig, whose later
+    fields had no JSON tags (``Config``, ``InteractiveMode``, ``StdinUnavailable``,
+    ``StdinUnavailableMessage``), so that a file written by the Go library loads unchanged.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    api_version: str | None = Field(default=None, alias="apiVersion")
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[ExecEnvVar, ...] = ()
+    install_hint: str = Field(default="", alias="installHint")
+    provide_cluster_info: bool = Field(default=False, alias="provideClusterInfo")
+    interactive_mode: InteractiveMode | None = Field(default=None, alias="interactiveMode")
+    stdin_unavailable: bool = Field(default=False, alias="stdinUnavailable")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_go_marshalled_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        legacy_mode = data.pop("InteractiveMode", None)
+        if legacy_mode and "interactiveMode" not in data:
+            data["interactiveMode"] = legacy_mode
+        if data.get("interactiveMode") == "":
+            data.pop("interactiveMode")  # Go's zero value means "not set"
+        legacy_config = data.pop("Config", None)
+        if legacy_config is not None:
+            raise ValueError("Config must be null (plugin config comes from the ClusterProfile extension)")
+        if data.pop("StdinUnavailable", False):
+            data["stdinUnavailable"] = True
+        data.pop("StdinUnavailableMessage", None)
+        for key in ("args", "env"):
+            if key in data and data[key] is None:
+                data.pop(key)  # Go writes nil slices as null
+        return data
+
+
+class NamedExtension(_Wire):
+    """A kubeconfig ``NamedExtension``: a name and an arbitrary (JSON) object."""
+
+    name: str
+    extension: Any = None
+
+
+class KubeconfigCluster(_Wire):
+    """kubeconfig v1 ``Cluster``, as found in ``status.accessProviders[].cluster``."""
+
+    server: str = ""
+    tls_server_name: str = Field(default="", alias="tls-server-name")
+    insecure_skip_tls_verify: bool = Field(default=False, alias="insecure-skip-tls-verify")
+    # A file path means nothing to a ClusterProfile (KEP-5339); kept only to say it is ignored.
+    certificate_authority: str = Field(default="", alias="certificate-authority")
+    certificate_authority_data: bytes = Field(default=b"", alias="certificate-authority-data", repr=False)
+    proxy_url: str = Field(default="", alias="proxy-url")
+    disable_compression: bool = Field(default=False, alias="disable-compression")
+    extensions: tuple[NamedExtension, ...] = ()
+
+    _decode_ca = field_validator("certificate_authority_data", mode="before")(_decode_base64_bytes)
+
+    @field_validator("extensions", mode="before")
+    @classmethod
+    def _null_extensions(cls, value: Any) -> Any:
+        return () if value is None else value
+
+    @field_serializer("certificate_authority_data")
+    def _encode_ca(self, value: bytes) -> str:
+        return base64.b64encode(value).decode("ascii")
+
+
+class AccessProvider(_Wire):
+    """One entry of ``status.accessProviders``: how the cluster is reached by one kind of identity."""
+
+    name: str
+    cluster: KubeconfigCluster | None = None
+
+
+class ClusterProfileStatus(_Wire):
+    access_providers: tuple[AccessProvider, ...] = Field(default=(), alias="accessProviders")
+    #: Deprecated predecessor of ``accessProviders``; still read, with a warning.
+    credential_providers: tuple[AccessProvider, ...] = Field(default=(), alias="credentialProviders")
+
+    @field_validator("access_providers", "credential_providers", mode="before")
+    @classmethod
+    def _null_list(cls, value: Any) -> Any:
+        return () if value is None else value
+
+
+class ObjectMeta(_Wire):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = Field(default="", alias="resourceVersion")
+    generation: int | None = None
+
+
+class ClusterProfile(_Wire):
+    """``multicluster.x-k8s.io/v1alpha1`` ClusterProfile (only what credential lookup reads)."""
+
+    api_version: str = Field(default=CLUSTER_PROFILE_API_VERSION, alias="apiVersion")
+    kind: str = "ClusterProfile"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: ClusterProfileStatus = ClusterProfileStatus()
+
+    @field_validator("metadata", "status", "spec", mode="before")
+    @classmethod
+    def _null_object(cls, value: Any, info: Any) -> Any:
+        return {} if value is None else value
+
+    @property
+    def ref(self) -> str:
+        """``namespace/name`` (or ``name``), for messages and logs."""
+        meta = self.metadata
+        if meta.namespace:
+            return f"{meta.namespace}/{meta.name or '<unnamed>'}"
+        return meta.name or "<unnamed>"
+
+
+class ExecCluster(_Wire):
+    """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire)."""
+
+    server: str
+    tls_server_name: str = Field(default="", alias="tls-server-name")
+    insecure_skip_tls_verify: bool = Field(default=False, alias="insecure-skip-tls-verify")
+    certificate_authority_data: bytes = Field(default=b"", alias="certificate-authority-data", repr=False)
+    proxy_url: str = Field(default="", alias="proxy-url")
+    disable_compression: bool = Field(default=False, alias="disable-compression")
+    config: Any = None
+
+    _decode_ca = field_validator("certificate_authority_data", mode="before")(_decode_base64_bytes)
+
+
+class ExecCredentialSpec(_Wire):
+    cluster: ExecCluster | None = None
+    interactive: bool = False
+
+
+class ExecCredentialStatus(_Wire):
+    """What a plugin answers. ``token`` and ``clientKeyData`` never appear in ``repr``."""
+
+    expiration_timestamp: str | None = Field(default=None, alias="expirationTimestamp")
+    token: str = Field(default="", repr=False)
+    client_certificate_data: str = Field(default="", alias="clientCertificateData", repr=False)
+    client_key_data: str = Field(default="", alias="clientKeyData", repr=False)
+
+
+class ExecCredential(_Wire):
+    """``client.authentication.k8s.io`` ExecCredential (v1 or v1beta1)."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str = "ExecCredential"
+    spec: ExecCredentialSpec = ExecCredentialSpec()
+    status: ExecCredentialStatus | None = None

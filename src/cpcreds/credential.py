@@ -1,0 +1,147 @@
+"""The one thing every provider answers with: a Credential (an ExecCredential status, validated)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .api import ExecCredentialStatus
+
+__all__ = ["Credential", "parse_rfc3339", "format_rfc3339"]
+
+# RFC 3339 date-time as Go's time.Parse(time.RFC3339) accepts it: a 'T' (or 't'), optional
+# fraction, and a mandatory offset. Python's fromisoformat alone would accept dates without a zone.
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """Parse an RFC 3339 timestamp into an aware UTC datetime; ``ValueError`` if it is not one."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        raise ValueError(f"expirationTimestamp {value!r} is not an RFC 3339 timestamp")
+    text = value.upper().replace("Z", "+00:00")
+    head, _, tail = text.partition(".")
+    if tail:  # fromisoformat takes at most 6 fraction digits; Go allows 9
+        digits = re.match(r"\d+", tail).group(0)  # type: ignore[union-attr]
+        text = f"{head}.{digits[:6].ljust(6, '0')}{tail[len(digits):]}"
+    return datetime.fromisoformat(text).astimezone(timezone.utc)
+
+
+def format_rfc3339(moment: datetime) -> str:
+    """Format an aware datetime as Kubernetes does (``2026-01-02T15:04:05Z``, whole seconds)."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, repr=False)
+class Credential:
+    """A bearer token or a client certificate and key, with an optional expiry.
+
+    Construction validates the KEP-541 contract, whoever the provider is: a token, or a
+    certificate *and* key (never only one of them), PEM that parses, and a key that belongs to the
+    certificate. ``expiration_timestamp`` is an aware datetime or ``None`` (valid for the life of
+    the process). ``repr()`` and ``str()`` never show the token or the key.
+    """
+
+    token: str | None = None
+    client_certificate_data: str | None = None
+    client_key_data: str | None = None
+    expiration_timestamp: datetime | None = None
+    #: The leaf certificate's validity, when a certificate was given (for rotation metrics).
+    certificate_not_before: datetime | None = field(default=None, init=False, compare=False)
+    certificate_not_after: datetime | None = field(default=None, init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        token = self.token or None
+        cert = self.client_certificate_data or None
+        key = self.client_key_data or None
+        object.__setattr__(self, "token", token)
+        object.__setattr__(self, "client_certificate_data", cert)
+        object.__setattr__(self, "client_key_data", key)
+        if token is None and cert is None and key is None:
+            raise ValueError("no token and no client certificate/key pair")
+        if (cert is None) != (key is None):
+            raise ValueError("only one of client certificate and key; both are required")
+        if token is not None and any(ch in token for ch in "\r\n"):
+            raise ValueError("token contains a line break")
+        expiry = self.expiration_timestamp
+        if expiry is not None and expiry.tzinfo is None:
+            raise ValueError("expiration_timestamp must be timezone-aware")
+        if cert is not None and key is not None:
+            not_before, not_after = _check_key_pair(cert, key)
+            object.__setattr__(self, "certificate_not_before", not_before)
+            object.__setattr__(self, "certificate_not_after", not_after)
+
+    @classmethod
+    def from_status(cls, status: ExecCredentialStatus) -> Credential:
+        """Build from an ExecCredential status; ``ValueError`` names what is wrong."""
+        expiry = None
+        if status.expiration_timestamp:
+            expiry = parse_rfc3339(status.expiration_timestamp)
+        return cls(
+            token=status.token,
+            client_certificate_data=status.client_certificate_data,
+            client_key_data=status.client_key_data,
+            expiration_timestamp=expiry,
+        )
+
+    @property
+    def kind(self) -> str:
+        """``"token"``, ``"client-certificate"`` or ``"token+client-certificate"``."""
+        if self.token and self.client_certificate_data:
+            return "token+client-certificate"
+        return "token" if self.token else "client-certificate"
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """True once ``expiration_timestamp`` has passed (never, without one)."""
+        if self.expiration_timestamp is None:
+            return False
+        return (now or datetime.now(timezone.utc)) >= self.expiration_timestamp
+
+    def to_status(self) -> dict[str, Any]:
+        """The ExecCredential ``status`` object, as a plugin prints it."""
+        status: dict[str, Any] = {}
+        if self.expiration_timestamp is not None:
+            status["expirationTimestamp"] = format_rfc3339(self.expiration_timestamp)
+        if self.token:
+            status["token"] = self.token
+        if self.client_certificate_data:
+            status["clientCertificateData"] = self.client_certificate_data
+            status["clientKeyData"] = self.client_key_data
+        return status
+
+    def to_exec_credential(self, api_version: str) -> dict[str, Any]:
+        """A whole ExecCredential answer in ``api_version`` (what ``cpcreds get-credential`` prints)."""
+        return {"apiVersion": api_version, "kind": "ExecCredential", "status": self.to_status()}
+
+    def __repr__(self) -> str:
+        expiry = format_rfc3339(self.expiration_timestamp) if self.expiration_timestamp else None
+        return f"Credential(kind={self.kind!r}, expiration_timestamp={expiry!r})"
+
+    __str__ = __repr__
+
+
+def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime]:
+    # Imported here: token-only users never pay for loading the X.509 machinery.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        chain = x509.load_pem_x509_certificates(cert_pem.encode())
+    except ValueError:
+        raise ValueError("clientCertificateData is not a PEM certificate") from None
+    try:
+        # Skipping the RSA consistency check keeps a 4096-bit key at microseconds, not
+        # milliseconds; the public-key comparison below is the check that matters here.
+        key = serialization.load_pem_private_key(
+            key_pem.encode(), password=None, unsafe_skip_rsa_key_validation=True
+        )
+    except (ValueError, TypeError):
+        raise ValueError("clientKeyData is not an unencrypted PEM private key") from None
+    leaf = chain[0]
+    raw = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(*raw) != leaf.public_key().public_bytes(*raw):
+        raise ValueError("clientKeyData does not match the first certificate of clientCertificateData")
+    return leaf.not_valid_before_utc, leaf.not_valid_after_utc

@@ -1,0 +1,122 @@
+"""The one exception family of cpcreds.
+
+Every failure a caller can act on is a :class:`CredentialError`. Messages are one line, name what
+is wrong and where (file, provider entry, field, profile), and never contain a secret: plugin
+stdout is never quoted, only its size and shape.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CredentialError",
+    "ConfigError",
+    "ProfileError",
+    "NoMatchingProvider",
+    "ProviderError",
+    "PluginError",
+    "PluginNotFound",
+    "PluginExecutionError",
+    "PluginTimeout",
+    "PluginOutputError",
+    "InteractiveModeError",
+]
+
+# client-go's values for the `call_status` label of rest_client_exec_plugin_call_total.
+NO_ERROR = "no_error"
+PLUGIN_EXECUTION_ERROR = "plugin_execution_error"
+PLUGIN_NOT_FOUND_ERROR = "plugin_not_found_error"
+CLIENT_INTERNAL_ERROR = "client_internal_error"
+
+
+class CredentialError(Exception):
+    """Base class: anything cpcreds reports to a caller."""
+
+
+class ConfigError(CredentialError, ValueError):
+    """The provider config (file, flag or settings) is invalid.
+
+    ``source`` is the file (or ``--clusterprofile-access-provider``), ``entry`` the provider name or
+    index, ``field`` the dotted field path; each may be ``None`` when it does not apply.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        entry: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.source, self.entry, self.field, self.reason = source, entry, field, message
+        where = []
+        if source:
+            where.append(source)
+        if entry:
+            where.append(f"provider {entry}")
+        if field:
+            where.append(f"field {field}")
+        super().__init__(f"{': '.join(where)}: {message}" if where else message)
+
+
+class ProfileError(CredentialError, ValueError):
+    """A ClusterProfile is malformed (missing cluster, bad extension, wrong types)."""
+
+    def __init__(self, message: str, *, profile: str | None = None) -> None:
+        self.profile = profile
+        super().__init__(f"ClusterProfile {profile}: {message}" if profile else message)
+
+
+class NoMatchingProvider(CredentialError, LookupError):
+    """No provider of the config is offered by the ClusterProfile."""
+
+    def __init__(self, profile: str, offered: list[str], configured: list[str]) -> None:
+        self.profile, self.offered, self.configured = profile, offered, configured
+        offered_text = ", ".join(offered) if offered else "none"
+        configured_text = ", ".join(configured) if configured else "none"
+        super().__init__(
+            f"ClusterProfile {profile}: no configured provider matches; "
+            f"the profile offers [{offered_text}], the config has [{configured_text}]"
+        )
+
+
+class ProviderError(CredentialError):
+    """A provider failed to produce a credential.
+
+    ``call_status`` is client-go's classification (``plugin_execution_error``,
+    ``plugin_not_found_error``, ``client_internal_error``); ``exit_code`` is the plugin's exit code
+    when one ran (-1 when it was killed), else ``None``.
+    """
+
+    call_status: str = PLUGIN_EXECUTION_ERROR
+
+    def __init__(self, message: str, *, provider: str | None = None, exit_code: int | None = None) -> None:
+        self.provider, self.exit_code = provider, exit_code
+        super().__init__(f"provider {provider}: {message}" if provider else message)
+
+
+class PluginError(ProviderError):
+    """An exec plugin (KEP-541) failed."""
+
+
+class PluginNotFound(PluginError):
+    """The plugin's executable does not exist or cannot be executed."""
+
+    call_status = PLUGIN_NOT_FOUND_ERROR
+
+
+class PluginExecutionError(PluginError):
+    """The plugin ran and failed: non-zero exit, killed by a signal, or too much output."""
+
+
+class PluginTimeout(PluginExecutionError):
+    """The plugin did not answer within the provider's timeout; its process group was killed."""
+
+
+class PluginOutputError(PluginExecutionError):
+    """The plugin exited 0 but its answer is not a valid ExecCredential for this request."""
+
+
+class InteractiveModeError(PluginError):
+    """interactiveMode is Always but no terminal is available; the plugin was not run."""
+
+    call_status = CLIENT_INTERNAL_ERROR

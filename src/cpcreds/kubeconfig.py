@@ -1,0 +1,75 @@
+"""kubeconfig documents whose users run ``cpcreds get-credential`` as their exec plugin.
+
+Nothing secret is written: the kubeconfig holds the cluster's endpoint and CA (public data from
+the ClusterProfile) and a command line; the credential is fetched when kubectl runs it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .access import AccessPlan
+from .api import API_VERSION_V1
+
+__all__ = ["KubeconfigContext", "build_kubeconfig"]
+
+
+@dataclass(frozen=True)
+class KubeconfigContext:
+    """One context: a name, the resolved plan (for the cluster) and the exec command line."""
+
+    name: str
+    plan: AccessPlan
+    command: str
+    args: tuple[str, ...]
+
+
+def _cluster(plan: AccessPlan) -> dict[str, Any]:
+    cluster = plan.cluster
+    out: dict[str, Any] = {"server": cluster.server}
+    if cluster.certificate_authority_data:
+        out["certificate-authority-data"] = base64.b64encode(cluster.certificate_authority_data).decode("ascii")
+    if cluster.tls_server_name:
+        out["tls-server-name"] = cluster.tls_server_name
+    if cluster.insecure_skip_tls_verify:
+        out["insecure-skip-tls-verify"] = True
+    if cluster.proxy_url:
+        out["proxy-url"] = cluster.proxy_url
+    if cluster.disable_compression:
+        out["disable-compression"] = True
+    return out
+
+
+def build_kubeconfig(contexts: Sequence[KubeconfigContext], *, current: str | None = None) -> dict[str, Any]:
+    """A ``kind: Config`` document with one cluster, user and context per entry."""
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [],
+        "users": [],
+        "contexts": [],
+        "current-context": current or (contexts[0].name if contexts else ""),
+    }
+    for ctx in contexts:
+        doc["clusters"].append({"name": ctx.name, "cluster": _cluster(ctx.plan)})
+        doc["users"].append(
+            {
+                "name": ctx.name,
+                "user": {
+                    "exec": {
+                        "apiVersion": API_VERSION_V1,
+                        "command": ctx.command,
+                        "args": list(ctx.args),
+                        "interactiveMode": "Never",
+                        "provideClusterInfo": False,
+                        "installHint": "cpcreds is installed with: pip install cpcreds",
+                    }
+                },
+            }
+        )
+        doc["contexts"].append({"name": ctx.name, "context": {"cluster": ctx.name, "user": ctx.name}})
+    return doc

@@ -1,0 +1,1 @@
+"""Built-in providers, registered through the same hook as third-party ones."""

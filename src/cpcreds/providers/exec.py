@@ -1,0 +1,334 @@
+"""The KEP-541 exec provider: run a credential plugin and validate its ExecCredential answer.
+
+Behaves as client-go's exec authenticator (``plugin/pkg/client/auth/exec``) does for one call,
+with the safety it lacks:
+
+- every run has a deadline; on expiry the plugin's whole process group is killed (its children
+  too), because a plugin stuck on a network call must not hang a controller;
+- stdout is bounded (a plugin printing 60 MB gets an error, not our memory) and only the tail of
+  stderr is kept, for the error message;
+- after the plugin exits, whatever it left running in its process group is killed, so a stray
+  child holding the pipe open cannot stall us until the deadline.
+
+The environment is the process environment, then the configured env, then KUBERNETES_EXEC_INFO,
+exactly as client-go builds it. stdin is handed over only when the run is interactive (client-go
+reasons that a plugin must not fight its caller for a terminal it was not promised).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..access import AccessPlan, ExecSpec, cluster_to_wire
+from ..api import EXEC_INFO_ENV, ExecCredential
+from ..credential import Credential
+from ..errors import (
+    InteractiveModeError,
+    PluginExecutionError,
+    PluginNotFound,
+    PluginOutputError,
+    PluginTimeout,
+    ProviderError,
+)
+from ..hookspecs import hookimpl
+
+__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult"]
+
+#: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
+MAX_STDOUT_BYTES = 4 * 1024 * 1024
+#: How much of the plugin's stderr is kept for the error message (the end is the useful part).
+STDERR_TAIL_BYTES = 4096
+_READ_CHUNK = 65536
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
+    """The KUBERNETES_EXEC_INFO value: the ExecCredential request, as client-go encodes it."""
+    request: dict[str, Any] = {"kind": "ExecCredential", "apiVersion": spec.api_version, "spec": {"interactive": interactive}}
+    if spec.provide_cluster_info:
+        request["spec"]["cluster"] = cluster_to_wire(plan.cluster)
+    return json.dumps(request, separators=(",", ":"))
+
+
+class RunResult:
+    """The outcome of one plugin process (internal; exposed for metrics)."""
+
+    __slots__ = ("exit_code", "stdout", "stderr_tail", "duration")
+
+    def __init__(self, exit_code: int, stdout: bytes, stderr_tail: bytes, duration: float) -> None:
+        self.exit_code, self.stdout, self.stderr_tail, self.duration = exit_code, stdout, stderr_tail, duration
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and os.isatty(sys.stdin.fileno())
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+def _is_interactive(spec: ExecSpec, provider: str) -> bool:
+    # client-go: Never -> no stdin; IfAvailable -> stdin if it is a terminal and available;
+    # Always -> a terminal is required, else the plugin is not run at all.
+    mode = spec.interactive_mode
+    if mode == "Never":
+        return False
+    available = not spec.stdin_unavailable and _stdin_is_terminal()
+    if mode == "Always" and not available:
+        reason = "standard input is unavailable" if spec.stdin_unavailable else "standard input is not a terminal"
+        raise InteractiveModeError(
+            f"exec plugin cannot support interactive mode: {reason} (interactiveMode is Always)", provider=provider
+        )
+    return available
+
+
+def _tail(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    text = " ".join(text.split())  # one line: error messages are one line
+    return text[-STDERR_TAIL_BYTES:]
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ExecProvider:
+    """Runs ``plan.exec`` and returns its credential. Stateless and thread-safe; caching is the
+    engine's job."""
+
+    kind = "exec"
+
+    def __init__(self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES) -> None:
+        self.max_stdout_bytes = max_stdout_bytes
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        spec = plan.exec
+        if spec is None:
+            raise ProviderError("the exec provider needs a plan with an exec spec", provider=plan.provider)
+        interactive = _is_interactive(spec, plan.provider)
+        env = dict(os.environ)
+        env.update(spec.env)
+        env[EXEC_INFO_ENV] = exec_info(spec, plan, interactive=interactive)
+        result = self.run(plan, env, interactive=interactive)
+        return self.decode(plan, result)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, plan: AccessPlan, env: dict[str, str], *, interactive: bool) -> RunResult:
+        """Run the plugin once; raise a :class:`PluginError` unless it exited 0."""
+        spec = plan.exec
+        assert spec is not None
+        provider, command = plan.provider, spec.command
+        try:
+            proc = subprocess.Popen(
+                [command, *spec.args],
+                env=env,
+                stdin=None if interactive else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                # Interactive plugins prompt on stderr, so it stays the user's terminal, as in client-go.
+                stderr=None if interactive else subprocess.PIPE,
+                # Its own session makes the plugin and all its children one group we can kill;
+                # an interactive plugin must stay in our session to keep the terminal.
+                start_new_session=not interactive,
+            )
+        except FileNotFoundError:
+            raise self._not_found(spec, provider, env) from None
+        except PermissionError:
+            raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR):
+                raise PluginNotFound(f"exec: executable {command} cannot be run: {exc.strerror}", provider=provider) from None
+            raise PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider) from None
+        return self._collect(proc, plan, interactive)
+
+    def _not_found(self, spec: ExecSpec, provider: str, env: dict[str, str]) -> PluginNotFound:
+        message = f"exec: executable {spec.command} not found"
+        if "/" not in spec.command and shutil.which(spec.command, path=env.get("PATH")) is None:
+            message += " on PATH"
+        if spec.install_hint:
+            message += "; install hint: " + " ".join(spec.install_hint.split())
+        return PluginNotFound(message, provider=provider)
+
+    def _collect(self, proc: subprocess.Popen[bytes], plan: AccessPlan, interactive: bool) -> RunResult:
+        started = time.monotonic()
+        deadline = started + plan.timeout
+        stdout = bytearray()
+        stderr = bytearray()
+        pgid = None if interactive else proc.pid
+        selector = selectors.DefaultSelector()
+        pidfd = _open_pidfd(proc.pid)
+        try:
+            assert proc.stdout is not None
+            selector.register(proc.stdout, selectors.EVENT_READ, stdout)
+            if proc.stderr is not None:
+                selector.register(proc.stderr, selectors.EVENT_READ, stderr)
+            if pidfd is not None:
+                selector.register(pidfd, selectors.EVENT_READ, None)
+            open_pipes = 2 if proc.stderr is not None else 1
+            while open_pipes:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._kill(proc, pgid)
+                    raise self._timeout(plan, stderr)
+                for key, _ in selector.select(remaining):
+                    if key.data is None:
+                        # The plugin has exited: anything still running in its group is an
+                        # orphan that could hold our pipes open; stop it, then drain to EOF.
+                        selector.unregister(key.fileobj)
+                        if pgid is not None:
+                            _kill_group(pgid)
+                        continue
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        open_pipes -= 1
+                        continue
+                    buffer: bytearray = key.data
+                    buffer += chunk
+                    if buffer is stderr:
+                        del stderr[: max(0, len(stderr) - STDERR_TAIL_BYTES)]
+                    elif len(stdout) > self.max_stdout_bytes:
+                        self._kill(proc, pgid)
+                        raise PluginExecutionError(
+                            f"exec: {plan.exec.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",  # type: ignore[union-attr]
+                            provider=plan.provider,
+                            exit_code=-1,
+                        )
+            remaining = deadline - time.monotonic()
+            try:
+                exit_code = proc.wait(timeout=max(remaining, 0.0))
+            except subprocess.TimeoutExpired:
+                self._kill(proc, pgid)
+                raise self._timeout(plan, stderr) from None
+        finally:
+            selector.close()
+            if pidfd is not None:
+                os.close(pidfd)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            if proc.returncode is None:
+                self._kill(proc, pgid)
+        if pgid is not None:
+            _kill_group(pgid)  # no helper outlives its plugin, even without pidfd support
+        duration = time.monotonic() - started
+        if exit_code != 0:
+            raise self._exit_error(plan, exit_code, stderr)
+        return RunResult(exit_code, bytes(stdout), bytes(stderr), duration)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes], pgid: int | None) -> None:
+        if pgid is not None:
+            _kill_group(pgid)
+        else:
+            proc.kill()
+        proc.wait()
+
+    @staticmethod
+    def _timeout(plan: AccessPlan, stderr: bytearray) -> PluginTimeout:
+        message = f"exec: {plan.exec.command} did not answer within {plan.timeout:g}s; its process group was killed"  # type: ignore[union-attr]
+        if stderr:
+            message += f"; stderr: {_tail(stderr)}"
+        return PluginTimeout(message, provider=plan.provider, exit_code=-1)
+
+    @staticmethod
+    def _exit_error(plan: AccessPlan, exit_code: int, stderr: bytearray) -> PluginExecutionError:
+        command = plan.exec.command  # type: ignore[union-attr]
+        if exit_code < 0:
+            try:
+                name = signal.Signals(-exit_code).name
+            except ValueError:
+                name = f"signal {-exit_code}"
+            message = f"exec: {command} was killed by {name}"
+        else:
+            message = f"exec: {command} exited with code {exit_code}"
+        if stderr:
+            message += f": {_tail(stderr)}"
+        return PluginExecutionError(message, provider=plan.provider, exit_code=exit_code if exit_code >= 0 else -1)
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def decode(self, plan: AccessPlan, result: RunResult) -> Credential:
+        """Validate the answer: an ExecCredential in the requested apiVersion with a credential.
+
+        Messages describe what is wrong with the answer but never quote it: it may hold a token.
+        """
+        spec = plan.exec
+        assert spec is not None
+
+        def bad(reason: str) -> PluginOutputError:
+            return PluginOutputError(f"exec: {spec.command} answered {reason}", provider=plan.provider, exit_code=0)
+
+        raw = result.stdout
+        if not raw.strip():
+            raise bad("nothing on stdout")
+        try:
+            document = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            # client-go's universal decoder takes YAML as well as JSON.
+            try:
+                document = yaml.load(raw, Loader=_YAML_LOADER)
+            except yaml.YAMLError:
+                raise bad(f"{len(raw)} bytes that are neither JSON nor YAML") from None
+        if not isinstance(document, dict):
+            raise bad(f"a {type(document).__name__}, not an ExecCredential object")
+        api_version, kind = document.get("apiVersion"), document.get("kind")
+        if kind != "ExecCredential":
+            raise bad(f"kind {kind!r}, expected 'ExecCredential'")
+        if api_version != spec.api_version:
+            raise bad(
+                f"apiVersion {api_version!r}, but it is configured to use {spec.api_version!r} "
+                "(the answer must use the requested version)"
+            )
+        try:
+            answer = ExecCredential.model_validate(document)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False, include_input=False)[0]
+            raise bad(f"an invalid ExecCredential: field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        if answer.status is None:
+            raise bad("no status field")
+        try:
+            return Credential.from_status(answer.status)
+        except ValueError as exc:
+            raise bad(f"an unusable credential: {exc}") from None
+
+
+def _open_pidfd(pid: int) -> int | None:
+    # A pidfd becomes readable when the process exits: the only race-free way to notice the
+    # plugin is gone while a child of it still holds stdout open.
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+_DEFAULT = ExecProvider()
+
+
+def _exec_factory(options: dict[str, Any]) -> ExecProvider:
+    if options:
+        raise ValueError("exec plugins take no options; use execConfig args and env")
+    return _DEFAULT
+
+
+class ExecPlugin:
+    """Registers the exec provider under kind ``exec``, like any third-party plugin."""
+
+    @hookimpl
+    def cpcreds_register_providers(self, register: Any) -> None:
+        register("exec", _exec_factory)
+

@@ -1,0 +1,127 @@
+"""The ``file`` provider: a token, or a client certificate and key, read from files.
+
+For credentials that something else keeps fresh on disk: projected service-account tokens,
+SPIFFE/Vault agent sinks, cert-manager secrets mounted into the pod. The files are re-read after
+``refreshInterval`` (default ``1m``) so a rotation on disk reaches callers without a restart;
+the credential never outlives a JWT's ``exp`` or the certificate's ``notAfter``.
+
+Options::
+
+    type: file
+    options:
+      tokenFile: /var/run/secrets/tokens/fleet        # and/or
+      clientCertificateFile: /etc/fleet/tls.crt
+      clientKeyFile: /etc/fleet/tls.key
+      refreshInterval: 1m
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..access import AccessPlan
+from ..config import parse_duration
+from ..credential import Credential
+from ..errors import ProviderError
+from ..hookspecs import hookimpl
+
+__all__ = ["FileProvider", "FileOptions", "FilePlugin"]
+
+
+class FileOptions(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    token_file: Path | None = Field(default=None, alias="tokenFile")
+    client_certificate_file: Path | None = Field(default=None, alias="clientCertificateFile")
+    client_key_file: Path | None = Field(default=None, alias="clientKeyFile")
+    refresh_interval: float = Field(default=60.0, alias="refreshInterval")
+
+    @field_validator("refresh_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("must be longer than zero")
+        return seconds
+
+    @model_validator(mode="after")
+    def _something_to_read(self) -> FileOptions:
+        if self.token_file is None and self.client_certificate_file is None and self.client_key_file is None:
+            raise ValueError("set tokenFile, or clientCertificateFile and clientKeyFile")
+        if (self.client_certificate_file is None) != (self.client_key_file is None):
+            raise ValueError("clientCertificateFile and clientKeyFile go together")
+        return self
+
+
+def _jwt_expiry(token: str) -> datetime | None:
+    # Only to bound the cache lifetime; the signature is the server's business, not ours.
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        exp = payload.get("exp") if isinstance(payload, dict) else None
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            return datetime.fromtimestamp(exp, timezone.utc)
+    except (ValueError, binascii.Error, UnicodeDecodeError, OverflowError, OSError):
+        return None
+    return None
+
+
+class FileProvider:
+    """Reads the configured files on every call; the engine decides how often that is."""
+
+    kind = "file"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = FileOptions.model_validate(dict(options))
+
+    def _read(self, path: Path, what: str, provider: str) -> str:
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProviderError(f"file provider: {what} {path} does not exist", provider=provider) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ProviderError(f"file provider: cannot read {what} {path}: {reason}", provider=provider) from None
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        opts = self.options
+        token = cert = key = None
+        if opts.token_file is not None:
+            token = self._read(opts.token_file, "tokenFile", plan.provider).strip()
+            if not token:
+                raise ProviderError(f"file provider: tokenFile {opts.token_file} is empty", provider=plan.provider)
+        if opts.client_certificate_file is not None and opts.client_key_file is not None:
+            cert = self._read(opts.client_certificate_file, "clientCertificateFile", plan.provider)
+            key = self._read(opts.client_key_file, "clientKeyFile", plan.provider)
+        expiry = datetime.now(timezone.utc) + timedelta(seconds=opts.refresh_interval)
+        if token is not None:
+            jwt_exp = _jwt_expiry(token)
+            if jwt_exp is not None:
+                expiry = min(expiry, jwt_exp)
+        try:
+            credential = Credential(token=token, client_certificate_data=cert, client_key_data=key, expiration_timestamp=expiry)
+        except ValueError as exc:
+            raise ProviderError(f"file provider: {exc}", provider=plan.provider) from None
+        if credential.certificate_not_after is not None and credential.certificate_not_after < expiry:
+            credential = Credential(
+                token=token, client_certificate_data=cert, client_key_data=key, expiration_timestamp=credential.certificate_not_after
+            )
+        return credential
+
+
+class FilePlugin:
+    """Registers the ``file`` provider type."""
+
+    @hookimpl
+    def cpcreds_register_providers(self, register: Any) -> None:
+        register("file", FileProvider)

@@ -1,0 +1,172 @@
+"""Finding providers: built-ins and the ``cpcreds`` entry-point group, through pluggy.
+
+A plugin that fails to import, or whose hook raises, is recorded in :attr:`ProviderRegistry.load_errors`
+and skipped: one broken package must not take every cluster down. ``CPCREDS_DISABLE_PLUGINS``
+(comma-separated entry-point names, or ``*``) and ``CPCREDS_PLUGINS`` (an allow-list) restrict
+which third-party plugins load; the built-ins always load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import pluggy
+from pydantic import ValidationError
+
+from . import hookspecs
+from .config import ProviderConfig, ProviderEntry
+from .errors import ConfigError
+from .hookspecs import Provider, ProviderFactory
+from .logs import get_logger
+
+__all__ = ["ProviderRegistry", "ProviderType", "PluginLoadError", "BUILTIN_PLUGIN"]
+
+_log = get_logger(__name__)
+
+#: How built-in provider types report their origin.
+BUILTIN_PLUGIN = "cpcreds (built-in)"
+
+
+@dataclass(frozen=True)
+class ProviderType:
+    """A registered provider type and where it came from."""
+
+    name: str
+    factory: ProviderFactory
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginLoadError:
+    """A plugin that could not be loaded, and why (one line)."""
+
+    plugin: str
+    distribution: str | None
+    error: str
+
+
+def _split(value: str | None) -> set[str] | None:
+    if value is None:
+        return None
+    return {part.strip() for part in value.split(",") if part.strip()}
+
+
+class ProviderRegistry:
+    """The provider types available to this process.
+
+    ``entry_points=False`` loads only the built-ins (tests and embedders that want no surprises).
+    ``plugins`` are extra plugin objects to register directly (each with a ``hookimpl``).
+    ``disable`` / ``allow`` default to ``CPCREDS_DISABLE_PLUGINS`` / ``CPCREDS_PLUGINS``.
+    """
+
+    def __init__(
+        self,
+        *,
+        entry_points: bool = True,
+        plugins: tuple[Any, ...] = (),
+        disable: set[str] | None = None,
+        allow: set[str] | None = None,
+    ) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self.types: dict[str, ProviderType] = {}
+        self.load_errors: list[PluginLoadError] = []
+        self._origin: dict[int, tuple[str, str | None, str | None]] = {}
+
+        from .providers.exec import ExecPlugin
+        from .providers.file import FilePlugin
+
+        for builtin in (ExecPlugin(), FilePlugin()):
+            self._add(builtin, BUILTIN_PLUGIN, None, None)
+        if entry_points:
+            disable = _split(os.environ.get("CPCREDS_DISABLE_PLUGINS")) if disable is None else disable
+            allow = _split(os.environ.get("CPCREDS_PLUGINS")) if allow is None else allow
+            self._load_entry_points(disable or set(), allow)
+        for index, plugin in enumerate(plugins):
+            self._add(plugin, getattr(plugin, "__name__", f"plugin[{index}]"), None, None)
+        self._collect_types()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _add(self, plugin: Any, name: str, dist: str | None, version: str | None) -> None:
+        self._pm.register(plugin, name=f"{name}#{len(self._origin)}")
+        self._origin[id(plugin)] = (name, dist, version)
+
+    def _load_entry_points(self, disable: set[str], allow: set[str] | None) -> None:
+        for ep in metadata.entry_points(group=hookspecs.PROJECT_NAME):
+            if "*" in disable or ep.name in disable or (allow is not None and ep.name not in allow):
+                continue
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            try:
+                plugin = ep.load()
+                self._add(plugin, ep.name, dist, version)
+            except Exception as exc:  # any import-time failure of a third-party package
+                self._fail(ep.name, dist, exc)
+
+    def _fail(self, plugin: str, dist: str | None, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        self.load_errors.append(PluginLoadError(plugin, dist, error))
+        _log.warning("plugin failed to load; skipped", plugin=plugin, distribution=dist, error=error)
+
+    def _collect_types(self) -> None:
+        # Each hook implementation is called on its own so one raising cannot hide the others.
+        for impl in self._pm.hook.cpcreds_register_providers.get_hookimpls():
+            name, dist, version = self._origin.get(id(impl.plugin), (impl.plugin_name, None, None))
+
+            def register(type_name: str, factory: ProviderFactory, _o: tuple = (name, dist, version)) -> None:
+                if not isinstance(type_name, str) or not type_name:
+                    raise ValueError(f"provider type name must be a non-empty string, got {type_name!r}")
+                if type_name in self.types:
+                    owner = self.types[type_name].plugin
+                    raise ValueError(f"provider type {type_name!r} is already registered by {owner}")
+                self.types[type_name] = ProviderType(type_name, factory, *_o)
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                self._fail(name, dist, exc)
+
+    # -- using -----------------------------------------------------------------------------
+
+    def create(self, entry: ProviderEntry, *, source: str = "<dict>") -> Provider:
+        """Build the provider for one config entry; a :class:`ConfigError` names what is wrong."""
+        kind = entry.kind
+        registered = self.types.get(kind)
+        if registered is None:
+            known = ", ".join(sorted(t for t in self.types if t != "exec")) or "none"
+            hint = ""
+            failed = [e.plugin for e in self.load_errors]
+            if failed:
+                hint = f"; plugins that failed to load: {', '.join(failed)} (see `cpcreds plugins`)"
+            raise ConfigError(
+                f"unknown provider type {kind!r}; installed types: {known}{hint}",
+                source=source,
+                entry=f'"{entry.name}"',
+                field="type",
+            )
+        try:
+            provider = registered.factory(dict(entry.options))
+        except ValidationError as exc:
+            err = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(["options", *map(str, err["loc"])])
+            raise ConfigError(err["msg"], source=source, entry=f'"{entry.name}"', field=where) from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ConfigError(str(exc), source=source, entry=f'"{entry.name}"', field="options") from None
+        if not callable(getattr(provider, "get_credential", None)):
+            raise ConfigError(
+                f"provider type {kind!r} from {registered.plugin} built an object without get_credential()",
+                source=source,
+                entry=f'"{entry.name}"',
+            )
+        return provider
+
+    def create_all(self, config: ProviderConfig) -> Mapping[str, Provider]:
+        """Build every provider of a config (this is what ``cpcreds validate`` checks)."""
+        return {entry.name: self.create(entry, source=config.source) for entry in config.providers}

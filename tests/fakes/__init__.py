@@ -1,0 +1,1 @@
+"""Shared test fakes: a throwaway PKI and fake spoke kube-apiservers."""

@@ -1,0 +1,44 @@
+"""pytest fixtures for the fakes; load with ``pytest_plugins = ["tests.fakes.fixtures"]``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .pki import PKI
+from .spoke import SpokeServer
+
+#: The bearer token the ``spoke`` fixture accepts out of the box.
+SPOKE_TOKEN = "spoke-token"
+
+
+@pytest.fixture(scope="session")
+def pki() -> PKI:
+    """One CA for the whole session: key generation is the slow part."""
+    return PKI()
+
+
+@pytest.fixture
+def make_spoke(pki: PKI) -> Iterator[Callable[..., SpokeServer]]:
+    """Start extra spokes (a fleet); takes SpokeServer's keyword arguments.
+
+    Every spoke made is stopped after the test, even if the test fails.
+    """
+    started: list[SpokeServer] = []
+
+    def make(**kwargs: Any) -> SpokeServer:
+        server = SpokeServer(pki, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def spoke(make_spoke: Callable[..., SpokeServer]) -> SpokeServer:
+    """A started spoke accepting token ``spoke-token`` and no client CN."""
+    return make_spoke(tokens=[SPOKE_TOKEN])

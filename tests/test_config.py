@@ -1,0 +1,229 @@
+"""The provider config: file formats, validation messages, the KEP flag, process settings."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cpcreds import ConfigError, ProviderConfig, Settings, load_config, parse_access_provider_flag
+from cpcreds.config import parse_duration
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_go_library_json_file_loads_unchanged(tmp_path: Path) -> None:
+    # What Go's json.Marshal writes for the reference library's Config: untagged fields of
+    # client-go's internal ExecConfig appear capitalised, nil slices as null.
+    go_file = {
+        "providers": [
+            {
+                "name": "gkeFleet",
+                "execConfig": {
+                    "command": "gke-gcloud-auth-plugin",
+                    "args": None,
+                    "env": None,
+                    "apiVersion": "client.authentication.k8s.io/v1beta1",
+                    "provideClusterInfo": True,
+                    "Config": None,
+                    "InteractiveMode": "",
+                    "StdinUnavailable": False,
+                    "StdinUnavailableMessage": "",
+                },
+                "profileSourcedCLIArgsPolicy": "Append",
+                "profileSourcedEnvVarsPolicy": "Replace",
+            },
+            {"name": "plain", "execConfig": {"command": "cat", "apiVersion": "client.authentication.k8s.io/v1", "args": ["x"], "env": [{"name": "A", "value": "b"}], "interactiveMode": "IfAvailable"}},
+        ]
+    }
+    path = tmp_path / "providers.json"
+    path.write_text(json.dumps(go_file))
+    config = load_config(path)
+    assert config.names == ["gkeFleet", "plain"]
+    gke = config.providers[0]
+    assert gke.exec_config.command == "gke-gcloud-auth-plugin"
+    assert gke.exec_config.args == () and gke.exec_config.env == ()
+    assert gke.exec_config.provide_cluster_info is True
+    assert gke.profile_sourced_cli_args_policy == "Append"
+    assert gke.profile_sourced_env_vars_policy == "Replace"
+    assert config.providers[1].exec_config.interactive_mode == "IfAvailable"
+    assert config.providers[1].exec_config.env[0].name == "A"
+
+
+def test_yaml_file_with_cpcreds_fields_loads(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "providers.yaml",
+        """
+        providers:
+        - name: google
+          execConfig: {apiVersion: client.authentication.k8s.io/v1, command: /usr/bin/plugin}
+          timeout: 1m30s
+        - name: tokens
+          type: file
+          options: {tokenFile: /var/run/token}
+        """,
+    )
+    config = load_config(path)
+    assert config.get("google").timeout == 90.0
+    assert config.get("tokens").kind == "file"
+    assert config.get("tokens").options == {"tokenFile": "/var/run/token"}
+    assert config.get("google").timeout != config.get("tokens").timeout or True
+    assert config.get("tokens").timeout == 60.0  # the default bound on one fetch
+
+
+def test_empty_go_config_has_no_providers(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "empty.json", "{}")).providers == ()
+
+
+def test_v1_without_interactive_mode_defaults_to_never() -> None:
+    config = ProviderConfig.from_dict(
+        {"providers": [{"name": "p", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}}]}
+    )
+    assert config.providers[0].exec_config.interactive_mode == "Never"
+
+
+def test_relative_command_with_slash_resolves_against_config_folder(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    path = write(
+        tmp_path / "conf",
+        "p.yaml",
+        """
+        providers:
+        - {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: ./bin/plugin}}
+        - {name: b, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: plugin-on-path}}
+        """,
+    )
+    config = load_config(path)
+    assert config.get("a").exec_config.command == str(tmp_path / "conf" / "bin" / "plugin")
+    assert config.get("b").exec_config.command == "plugin-on-path"
+
+
+EXEC = '{apiVersion: client.authentication.k8s.io/v1, command: /bin/plugin}'
+
+
+@pytest.mark.parametrize(
+    ("providers", "entry", "field", "reason"),
+    [
+        (f"- {{name: a, execConfig: {EXEC}, profileSourcedCLIArgsPolicy: Sometimes}}", '"a" (providers[0])', "profileSourcedCLIArgsPolicy", "'Ignore' or 'Append'"),
+        (f"- {{name: a, execConfig: {EXEC}, profileSourcedEnvVarsPolicy: Merge}}", '"a"', "profileSourcedEnvVarsPolicy", "'AppendIfNotExists'"),
+        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1alpha1, command: x}}", '"a"', "execConfig.apiVersion", "not supported"),
+        ("- {name: a, execConfig: {command: x}}", '"a"', "execConfig.apiVersion", "is required"),
+        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1}}", '"a"', "execConfig.command", "is required"),
+        (f"- {{name: a, execConfig: {EXEC}}}\n- {{name: a, execConfig: {EXEC}}}", '"a" (providers[1])', "name", "duplicate provider name (first at providers[0])"),
+        (f"- {{name: a, execConfig: {EXEC}, colour: blue}}", '"a"', "colour", "Extra inputs are not permitted"),
+        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: x, argz: [1]}}", '"a"', "execConfig.argz", "Extra inputs"),
+        ("- {name: a}", '"a"', None, "needs execConfig (an exec plugin) or type"),
+        (f"- {{name: a, type: file, execConfig: {EXEC}}}", '"a"', "type", "one or the other"),
+        (f"- {{name: a, execConfig: {EXEC}, options: {{x: 1}}}}", '"a"', "options", "only to in-process providers"),
+        (f"- {{name: a, execConfig: {EXEC}, timeout: 30}}", '"a"', "timeout", "bare number has no unit"),
+        (f"- {{name: a, execConfig: {EXEC}, timeout: soon}}", '"a"', "timeout", "is not a duration"),
+        (f"- {{name: a, execConfig: {EXEC}, timeout: 0s}}", '"a"', "timeout", "longer than zero"),
+        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Sometimes}}", '"a"', "execConfig.interactiveMode", "'Never'"),
+        ("- {name: a, type: file, profileSourcedCLIArgsPolicy: Append}", '"a"', "profileSourcedCLIArgsPolicy", "only to execConfig"),
+        ("- name: ''\n  type: file", "providers[0]", "name", "at least 1 character"),
+        ("- just-a-string", "providers[0]", None, "must be a mapping"),
+    ],
+)
+def test_invalid_entry_error_names_file_entry_and_field(
+    tmp_path: Path, providers: str, entry: str, field: str | None, reason: str
+) -> None:
+    path = tmp_path / "providers.yaml"
+    path.write_text("providers:\n" + providers + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(str(path) + ": ")
+    assert f"provider {entry}" in message
+    if field is not None:
+        assert f"field {field}" in message
+    assert reason in message
+    assert "\n" not in message
+
+
+def test_invalid_yaml_error_names_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "bad.yaml", "providers:\n- name: a\n  execConfig: {command: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: not valid YAML: line \d+ column \d+"):
+        load_config(path)
+
+
+def test_invalid_json_error_names_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "bad.json", '{"providers": [}')
+    with pytest.raises(ConfigError, match=r"bad\.json: not valid JSON: line 1 column 16"):
+        load_config(path)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nope.yaml: file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_unknown_top_level_field_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown top-level field.*'provider'"):
+        load_config(write(tmp_path, "p.yaml", "provider: []\n"))
+
+
+def test_providers_must_be_a_list(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="field providers: must be a list"):
+        load_config(write(tmp_path, "p.yaml", "providers: {a: 1}\n"))
+
+
+def test_access_provider_flag_parses_kep_example() -> None:
+    entry = parse_access_provider_flag("google='/usr/bin/gke-gcloud-auth-plugin --flag1 value1 --flag2 value2'")
+    assert entry.name == "google"
+    assert entry.exec_config.command == "/usr/bin/gke-gcloud-auth-plugin"
+    assert entry.exec_config.args == ("--flag1", "value1", "--flag2", "value2")
+    assert entry.exec_config.api_version == "client.authentication.k8s.io/v1"
+    assert entry.exec_config.interactive_mode == "Never"
+    assert entry.profile_sourced_cli_args_policy == "Ignore"
+
+
+def test_access_provider_flag_without_quotes_and_with_quoted_arg() -> None:
+    entry = parse_access_provider_flag('spire=/opt/spire-plugin -audience "a b"', api_version="client.authentication.k8s.io/v1beta1", timeout=5)
+    assert entry.exec_config.args == ("-audience", "a b")
+    assert entry.exec_config.api_version == "client.authentication.k8s.io/v1beta1"
+    assert entry.timeout == 5
+
+
+@pytest.mark.parametrize(("spec", "reason"), [("google", "is not NAME="), ("=x", "is not NAME="), ("g=", "no command"), ("g='unclosed", "cannot split")])
+def test_access_provider_flag_errors(spec: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason) as info:
+        parse_access_provider_flag(spec)
+    assert str(info.value).startswith("--clusterprofile-access-provider")
+
+
+def test_duplicate_names_across_file_and_flags_are_rejected() -> None:
+    file_config = ProviderConfig.from_dict({"providers": [{"name": "g", "type": "file", "options": {"tokenFile": "/t"}}]}, source="f.yaml")
+    flags = ProviderConfig.from_entries([parse_access_provider_flag("g=/bin/x")], source="--clusterprofile-access-provider")
+    with pytest.raises(ConfigError, match="duplicate provider name"):
+        file_config.merged_with(flags)
+
+
+def test_loaded_config_is_not_shared_mutable_state() -> None:
+    raw = {"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x", "args": ["1"]}}]}
+    config = ProviderConfig.from_dict(raw)
+    raw["providers"][0]["execConfig"]["args"].append("2")
+    assert config.providers[0].exec_config.args == ("1",)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("1m30s", 90), ("1.5h", 5400), ("500ms", 0.5), ("2h45m", 9900), ("100us", 1e-4)])
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_settings_come_from_cpcreds_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCREDS_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("CPCREDS_LOG_FORMAT", "json")
+    monkeypatch.setenv("CPCREDS_DEFAULT_TIMEOUT", "15s")
+    monkeypatch.setenv("CPCREDS_CONFIG", "/etc/cpcreds/providers.yaml")
+    settings = Settings()
+    assert settings.log_level == "debug"
+    assert settings.log_format == "json"
+    assert settings.default_timeout_seconds == 15
+    assert str(settings.config) == "/etc/cpcreds/providers.yaml"
