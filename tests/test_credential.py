@@ -1,0 +1,258 @@
+"""Credential: the validated KEP-541 answer every provider returns, and its RFC 3339 helpers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
+from cpcreds.credential import Credential, format_rfc3339, parse_rfc3339
+
+UTC = timezone.utc
+TOKEN = "s3cr3t-bearer-token-value"
+
+
+def make_key_pair(
+    *, not_after: datetime | None = None, common_name: str = "fleet-client"
+) -> tuple[str, str, x509.Certificate]:
+    """A fresh EC key and a self-signed certificate for it, both PEM text."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(not_after or now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode("ascii")
+    return cert_pem, key_pem, cert
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[str, str, x509.Certificate]:
+    return make_key_pair()
+
+
+def _key_body(key_pem: str) -> str:
+    return "".join(line for line in key_pem.splitlines() if "-----" not in line)
+
+
+# -- secrets stay out of repr/str --------------------------------------------------------------
+
+
+def test_repr_and_str_never_show_the_token() -> None:
+    credential = Credential(token=TOKEN, expiration_timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    for text in (repr(credential), str(credential), f"{credential}", repr([credential])):
+        assert TOKEN not in text
+    assert repr(credential) == "Credential(kind='token', expiration_timestamp='2026-01-02T03:04:05Z')"
+
+
+def test_repr_and_str_never_show_the_private_key(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    credential = Credential(client_certificate_data=cert_pem, client_key_data=key_pem)
+    body = _key_body(key_pem)
+    for text in (repr(credential), str(credential)):
+        assert body not in text
+        assert body[:24] not in text
+        assert "PRIVATE KEY" not in text
+    assert "client-certificate" in repr(credential)
+
+
+# -- what a credential may hold ------------------------------------------------------------------
+
+
+def test_token_only_credential_is_accepted() -> None:
+    credential = Credential(token=TOKEN)
+    assert credential.kind == "token"
+    assert credential.token == TOKEN
+    assert credential.client_certificate_data is None and credential.client_key_data is None
+    assert credential.certificate_not_after is None
+
+
+def test_certificate_and_key_credential_is_accepted_with_validity(pair) -> None:
+    cert_pem, key_pem, cert = pair
+    credential = Credential(client_certificate_data=cert_pem, client_key_data=key_pem)
+    assert credential.kind == "client-certificate"
+    assert credential.token is None
+    assert credential.certificate_not_before == cert.not_valid_before_utc
+    assert credential.certificate_not_after == cert.not_valid_after_utc
+
+
+def test_token_with_certificate_and_key_is_accepted(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    assert Credential(token=TOKEN, client_certificate_data=cert_pem, client_key_data=key_pem).kind == (
+        "token+client-certificate"
+    )
+
+
+def test_certificate_without_key_is_rejected(pair) -> None:
+    cert_pem, _, _ = pair
+    with pytest.raises(ValueError, match="both are required"):
+        Credential(token=TOKEN, client_certificate_data=cert_pem)
+
+
+def test_key_without_certificate_is_rejected(pair) -> None:
+    _, key_pem, _ = pair
+    with pytest.raises(ValueError, match="both are required"):
+        Credential(client_key_data=key_pem)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"token": ""}, {"token": "", "client_certificate_data": "", "client_key_data": ""}])
+def test_credential_with_nothing_is_rejected(kwargs) -> None:
+    with pytest.raises(ValueError, match="no token and no client certificate"):
+        Credential(**kwargs)
+
+
+def test_key_that_does_not_belong_to_the_certificate_is_rejected(pair) -> None:
+    cert_pem, _, _ = pair
+    _, other_key_pem, _ = make_key_pair()
+    with pytest.raises(ValueError, match="does not match"):
+        Credential(client_certificate_data=cert_pem, client_key_data=other_key_pem)
+
+
+def test_certificate_that_is_not_pem_is_rejected(pair) -> None:
+    _, key_pem, _ = pair
+    with pytest.raises(ValueError, match="clientCertificateData is not a PEM certificate"):
+        Credential(client_certificate_data="not a certificate", client_key_data=key_pem)
+
+
+def test_key_that_is_not_pem_is_rejected(pair) -> None:
+    cert_pem, _, _ = pair
+    with pytest.raises(ValueError, match="clientKeyData is not an unencrypted PEM private key"):
+        Credential(client_certificate_data=cert_pem, client_key_data="not a key")
+
+
+def test_encrypted_key_is_rejected(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"passphrase"),
+    ).decode("ascii")
+    with pytest.raises(ValueError, match="unencrypted PEM private key"):
+        Credential(client_certificate_data=cert_pem, client_key_data=encrypted)
+
+
+def test_naive_expiration_timestamp_is_rejected() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        Credential(token=TOKEN, expiration_timestamp=datetime(2026, 1, 2, 3, 4, 5))
+
+
+def test_token_with_a_line_break_is_rejected() -> None:
+    with pytest.raises(ValueError, match="line break"):
+        Credential(token="abc\ndef")
+
+
+def test_certificate_not_after_is_read_from_the_leaf_certificate() -> None:
+    not_after = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
+    cert_pem, key_pem, _ = make_key_pair(not_after=not_after)
+    assert Credential(client_certificate_data=cert_pem, client_key_data=key_pem).certificate_not_after == not_after
+
+
+# -- parse_rfc3339 -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-01-02T03:04:05Z", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-02t03:04:05z", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-02T05:04:05+02:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-01T22:04:05-05:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-02T03:04:05.123456789Z", datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
+        ("2026-01-02T04:04:05.5+01:00", datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=UTC)),
+    ],
+    ids=["zulu", "lowercase-t-and-z", "positive-offset", "negative-offset", "nine-digit-fraction", "fraction-with-offset"],
+)
+def test_parse_rfc3339_accepts_go_rfc3339_forms_as_utc(text: str, expected: datetime) -> None:
+    parsed = parse_rfc3339(text)
+    assert parsed == expected
+    assert parsed.utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-01-02T03:04:05", "2026-01-02", "garbage", "", "2026-01-02 03:04:05Z", "2026-01-02T03:04Z", None, 1767323045],
+    ids=["no-zone", "date-only", "garbage", "empty", "space-separator", "no-seconds", "none", "number"],
+)
+def test_parse_rfc3339_rejects_what_is_not_rfc3339(text) -> None:
+    with pytest.raises(ValueError, match="is not an RFC 3339 timestamp"):
+        parse_rfc3339(text)
+
+
+def test_format_rfc3339_writes_whole_seconds_in_utc() -> None:
+    moment = datetime(2026, 1, 2, 5, 4, 5, 999999, tzinfo=timezone(timedelta(hours=2)))
+    assert format_rfc3339(moment) == "2026-01-02T03:04:05Z"
+    assert parse_rfc3339(format_rfc3339(moment)) == moment.replace(microsecond=0)
+
+
+# -- the ExecCredential answer -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
+def test_to_exec_credential_for_a_token_has_the_kubernetes_shape(api_version: str) -> None:
+    credential = Credential(token=TOKEN, expiration_timestamp=datetime(2026, 1, 2, 3, 4, 5, 700000, tzinfo=UTC))
+    assert credential.to_exec_credential(api_version) == {
+        "apiVersion": api_version,
+        "kind": "ExecCredential",
+        "status": {"token": TOKEN, "expirationTimestamp": "2026-01-02T03:04:05Z"},
+    }
+
+
+def test_to_exec_credential_for_a_certificate_has_data_fields_and_no_expiry_when_unset(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    answer = Credential(client_certificate_data=cert_pem, client_key_data=key_pem).to_exec_credential(API_VERSION_V1)
+    assert answer == {
+        "apiVersion": API_VERSION_V1,
+        "kind": "ExecCredential",
+        "status": {"clientCertificateData": cert_pem, "clientKeyData": key_pem},
+    }
+
+
+def test_from_status_round_trips_the_exec_credential_status() -> None:
+    original = Credential(token=TOKEN, expiration_timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    status = ExecCredentialStatus.model_validate(original.to_status())
+    assert Credential.from_status(status) == original
+
+
+def test_from_status_rejects_a_bad_expiration_timestamp() -> None:
+    status = ExecCredentialStatus.model_validate({"token": TOKEN, "expirationTimestamp": "2026-01-02 03:04:05"})
+    with pytest.raises(ValueError, match="RFC 3339"):
+        Credential.from_status(status)
+
+
+# -- expiry --------------------------------------------------------------------------------------
+
+
+def test_credential_without_expiration_never_expires() -> None:
+    credential = Credential(token=TOKEN)
+    assert credential.expired() is False
+    assert credential.expired(datetime(9999, 1, 1, tzinfo=UTC)) is False
+
+
+def test_expired_is_false_before_and_true_from_the_expiration_timestamp() -> None:
+    expiry = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    credential = Credential(token=TOKEN, expiration_timestamp=expiry)
+    assert credential.expired(expiry - timedelta(microseconds=1)) is False
+    assert credential.expired(expiry) is True
+    assert credential.expired(expiry + timedelta(seconds=1)) is True
+
+
+def test_expired_without_now_uses_the_current_time() -> None:
+    now = datetime.now(UTC)
+    assert Credential(token=TOKEN, expiration_timestamp=now - timedelta(seconds=1)).expired() is True
+    assert Credential(token=TOKEN, expiration_timestamp=now + timedelta(hours=1)).expired() is False
