@@ -296,6 +296,21 @@ def test_options_with_a_bad_refresh_interval_are_rejected(tmp_path: Path, interv
     assert error.field == "options.refreshInterval"
 
 
+def test_huge_refresh_interval_is_rejected_up_front_or_still_yields_credentials(tmp_path: Path) -> None:
+    # now + 1e9 hours is past year 9999: either validation refuses it, or fetching must still work.
+    token_file = tmp_path / "token"
+    token_file.write_text("opaque-token")
+    options = {"tokenFile": str(token_file), "refreshInterval": "1000000000h"}
+    try:
+        plan, provider = plan_and_provider(options)
+    except ConfigError as exc:
+        assert exc.field == "options.refreshInterval"
+        return
+    credential = provider.get_credential(plan)
+    assert credential.token == "opaque-token"
+    assert credential.expiration_timestamp is None or credential.expiration_timestamp > datetime.now(UTC)
+
+
 def test_options_with_an_unknown_key_are_rejected(tmp_path: Path) -> None:
     error = create_error({"tokenFile": str(tmp_path / "t"), "tokenPath": "/x"})
     assert error.field == "options.tokenPath"

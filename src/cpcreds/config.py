@@ -49,6 +49,8 @@ EnvVarsPolicy = Literal["Ignore", "AppendIfNotExists", "Replace"]
 
 #: Bound on one credential fetch when an entry names no ``timeout`` (seconds).
 DEFAULT_TIMEOUT = 60.0
+#: Longest allowed ``timeout``: a fetch that may take a day is a misconfiguration.
+MAX_TIMEOUT = 24 * 3600.0
 #: How errors name providers that came from the command line rather than a file.
 FLAG_SOURCE = "--clusterprofile-access-provider"
 
@@ -102,8 +104,8 @@ class ProviderEntry(BaseModel):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise ValueError("must be a duration string such as 30s (a bare number has no unit)")
         seconds = parse_duration(value)
-        if seconds <= 0:
-            raise ValueError("must be longer than zero")
+        if not 0 < seconds <= MAX_TIMEOUT:
+            raise ValueError("must be longer than zero and at most 24h")
         return seconds
 
     @field_validator("options", mode="before")

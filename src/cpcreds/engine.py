@@ -1,24 +1,63 @@
-"""CredentialEngine: the one stateful part. Credentials cached per AccessPlan, fetched once.
+"""CredentialEngine: the one stateful part of cpcreds.
 
-Flow: ``profile -> plan (access.resolve) -> cached credential, or one provider call``.
+``profile -> plan (access.resolve) -> cached credential, or one provider call``.
+
+What it guarantees, per AccessPlan (equal plans share everything below):
+
+- **Cache**: a credential is reused until its ``expirationTimestamp`` (for the life of the engine
+  when it has none). The cache is bounded; expired and least recently used entries are purged.
+- **Single-flight**: concurrent callers, threads and asyncio tasks alike, share one provider call.
+- **Refresh ahead**: inside the refresh window before expiry, the next caller starts one background
+  refresh and still gets the valid cached credential; nobody waits unless it has expired.
+- **Invalidate**: after a 401, :meth:`CredentialEngine.invalidate` drops the credential only if it
+  is still the cached one (client-go's rule: a stale 401 must not throw away a newer credential).
+- **Backoff**: after a failure, the provider is not called again until an exponentially growing,
+  jittered, capped delay has passed; meanwhile callers get the last error at once (or the cached
+  credential, while it is still valid). A success resets it.
+- **Fast hits**: a profile's plan is remembered under a cheap identity (uid + resourceVersion /
+  generation, else namespace/name + a fingerprint of its access providers), so a hit costs a
+  dict lookup and an expiry check, not a resolve.
+
+One lock guards all of this state. Provider calls run outside it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import copy
+import json
 import os
+import random
 import threading
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client import CollectorRegistry
 
 from .access import AccessPlan, resolve
 from .api import ClusterProfile
 from .config import ProviderConfig, load_config
 from .credential import Credential
-from .errors import CredentialError, ProviderError
+from .errors import (
+    CLIENT_INTERNAL_ERROR,
+    CredentialError,
+    InteractiveModeError,
+    PluginNotFound,
+    PluginOutputError,
+    PluginTimeout,
+    ProviderError,
+)
 from .hookspecs import Provider
+from .logs import get_logger
+from .metrics import Metrics
 from .registry import ProviderRegistry
 
-__all__ = ["CredentialEngine", "call_provider"]
+__all__ = ["CredentialEngine", "RefreshPolicy", "BackoffPolicy", "call_provider"]
+
+_log = get_logger(__name__)
 
 
 def call_provider(provider: Provider, plan: AccessPlan) -> Credential:
@@ -34,45 +73,405 @@ def call_provider(provider: Provider, plan: AccessPlan) -> Credential:
     return credential
 
 
-class CredentialEngine:
-    """Gets credentials for ClusterProfiles, caching each until it expires."""
+@dataclass(frozen=True)
+class RefreshPolicy:
+    """When to refresh ahead of expiry: the last ``fraction`` of a credential's lifetime, at least
+    ``min_window`` and at most ``max_window`` seconds, and never more than half its lifetime (so a
+    very short-lived credential is not refreshed on every call)."""
 
-    def __init__(self, config: ProviderConfig, *, registry: ProviderRegistry | None = None) -> None:
+    fraction: float = 0.1
+    min_window: float = 30.0
+    max_window: float = 300.0
+
+    def refresh_at(self, fetched_at: float, expires_at: float) -> float:
+        lifetime = max(0.0, expires_at - fetched_at)
+        window = min(max(self.fraction * lifetime, self.min_window), self.max_window, lifetime / 2)
+        return expires_at - window
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """Delay before retrying a failed plan: ``initial * factor**(failures-1)``, capped at
+    ``maximum``, each delay scaled by a random factor in ``[1 - jitter, 1]``."""
+
+    initial: float = 1.0
+    maximum: float = 60.0
+    factor: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, failures: int) -> float:
+        base = min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
+        return base * (1.0 - self.jitter * random.random())
+
+
+class _Entry:
+    """Everything the engine knows about one plan. Guarded by the engine's lock."""
+
+    __slots__ = ("plan", "credential", "expires_at", "refresh_at", "flight", "error", "failures", "retry_at", "hits", "used")
+
+    def __init__(self, plan: AccessPlan, hits: Any) -> None:
+        self.plan = plan
+        self.credential: Credential | None = None
+        self.expires_at = 0.0  # wall-clock seconds; inf when the credential has no expiry
+        self.refresh_at = 0.0
+        self.flight: concurrent.futures.Future[Credential] | None = None
+        self.error: CredentialError | None = None
+        self.failures = 0
+        self.retry_at = 0.0  # monotonic seconds
+        self.hits = hits  # the bound cache-hit counter: binding labels costs more than the hit
+        self.used = 0.0
+
+
+def _result_label(exc: BaseException) -> str:
+    if isinstance(exc, PluginNotFound):
+        return "plugin_not_found"
+    if isinstance(exc, PluginTimeout):
+        return "plugin_timeout"
+    if isinstance(exc, PluginOutputError):
+        return "plugin_output_error"
+    if isinstance(exc, InteractiveModeError):
+        return CLIENT_INTERNAL_ERROR
+    if isinstance(exc, ProviderError):
+        return "plugin_execution_error" if exc.call_status == "plugin_execution_error" and exc.exit_code is not None else "provider_error"
+    return CLIENT_INTERNAL_ERROR
+
+
+def _profile_identity(profile: Any) -> Any:
+    """A cheap key that changes whenever the profile's access data may have changed."""
+    if isinstance(profile, ClusterProfile):
+        meta = profile.metadata
+        if meta.uid and (meta.resource_version or meta.generation is not None):
+            return ("uid", meta.uid, meta.resource_version, meta.generation)
+        return ("model", meta.namespace, meta.name, profile.status.model_dump_json())
+    if isinstance(profile, Mapping):
+        meta = profile.get("metadata")
+        if isinstance(meta, Mapping):
+            uid = meta.get("uid")
+            rv = meta.get("resourceVersion")
+            generation = meta.get("generation")
+            if uid and (rv or generation is not None):
+                return ("uid", uid, rv, generation)
+            name, namespace = meta.get("name"), meta.get("namespace")
+        else:
+            name = namespace = None
+        status = profile.get("status")
+        if isinstance(status, Mapping):
+            try:
+                fingerprint = json.dumps(
+                    [status.get("accessProviders"), status.get("credentialProviders")], sort_keys=True, default=str
+                )
+            except (TypeError, ValueError):
+                return None
+        else:
+            fingerprint = repr(status)
+        return ("dict", namespace, name, fingerprint)
+    return None
+
+
+class CredentialEngine:
+    """Gets credentials for ClusterProfiles, cached per AccessPlan, refreshed ahead of expiry.
+
+    ``config`` is a :class:`~cpcreds.ProviderConfig`; ``registry`` the provider types (default:
+    built-ins plus installed plugins); ``prometheus_registry`` where metrics go (default: the
+    process-wide one). Thread-safe and asyncio-safe; one engine per process is the usual setup.
+    """
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        registry: ProviderRegistry | None = None,
+        prometheus_registry: CollectorRegistry | None = None,
+        refresh: RefreshPolicy = RefreshPolicy(),
+        backoff: BackoffPolicy = BackoffPolicy(),
+        max_entries: int = 1024,
+        max_workers: int = 4,
+    ) -> None:
         self.config = config
         self.registry = registry or ProviderRegistry()
-        self._providers = self.registry.create_all(config)
+        self.refresh_policy = refresh
+        self.backoff_policy = backoff
+        self.max_entries = max_entries
+        self.metrics = Metrics.for_registry(prometheus_registry)
+        self._providers = dict(self.registry.create_all(config))
         self._lock = threading.Lock()
-        self._cache: dict[AccessPlan, Credential] = {}
-        self._flights: dict[AccessPlan, threading.Lock] = {}
+        self._entries: dict[AccessPlan, _Entry] = {}
+        self._plans: dict[Any, AccessPlan] = {}
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cpcreds-fetch")
+        self._closed = False
+        self._adapters: list[Any] = []
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> CredentialEngine:
+        """An engine for the provider config file at ``path`` (YAML or JSON)."""
         return cls(load_config(path), **kwargs)
 
-    def resolve(self, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
-        return resolve(self.config, profile)
+    # -- resolving -------------------------------------------------------------------------
 
-    def fetch(self, plan: AccessPlan) -> Credential:
-        """One provider call for ``plan``, bypassing the cache."""
-        return call_provider(self._providers[plan.provider], plan)
+    def resolve(self, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
+        """The plan for ``profile`` (remembered under the profile's identity)."""
+        identity = _profile_identity(profile)
+        if identity is not None:
+            with self._lock:
+                plan = self._plans.get(identity)
+            if plan is not None:
+                return plan
+        plan = resolve(self.config, profile)
+        if identity is not None:
+            with self._lock:
+                if len(self._plans) >= 4 * self.max_entries:
+                    # Old identities (superseded resourceVersions) are dropped oldest first.
+                    for stale in list(self._plans)[: len(self._plans) // 2]:
+                        del self._plans[stale]
+                self._plans[identity] = plan
+        return plan
+
+    # -- getting ---------------------------------------------------------------------------
 
     def get_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
-        plan = self.resolve(profile)
+        """A valid credential for ``profile``; waits for a provider call only when none is cached."""
+        identity = _profile_identity(profile)
         with self._lock:
-            cached = self._cache.get(plan)
-            if cached is not None and not cached.expired():
-                return cached
-            flight = self._flights.setdefault(plan, threading.Lock())
-        with flight:
-            with self._lock:
-                cached = self._cache.get(plan)
-                if cached is not None and not cached.expired():
-                    return cached
-            credential = self.fetch(plan)
-            with self._lock:
-                self._cache[plan] = credential
+            plan = self._plans.get(identity) if identity is not None else None
+            entry = self._entries.get(plan) if plan is not None else None
+            if entry is not None:
+                credential = entry.credential
+                if credential is not None:
+                    now = time.time()
+                    if now < entry.refresh_at:  # the fast path: nothing to do but count it
+                        entry.used = now
+                        entry.hits.inc()
+                        return credential
+        return self.get_credential_for_plan(plan if entry is not None else self.resolve(profile))
+
+    def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
+        """As :meth:`get_credential`, for a plan already resolved."""
+        credential, flight, leader = self._claim(plan)
+        if credential is not None:
             return credential
+        assert flight is not None
+        if leader:
+            self._fetch(plan, flight)
+        return flight.result()
+
+    async def aget_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
+        """asyncio version of :meth:`get_credential`: same cache, same single-flight. Provider calls
+        run in the engine's worker threads, never on the event loop."""
+        identity = _profile_identity(profile)
+        with self._lock:
+            plan = self._plans.get(identity) if identity is not None else None
+            entry = self._entries.get(plan) if plan is not None else None
+            if entry is not None and entry.credential is not None:
+                now = time.time()
+                if now < entry.refresh_at:
+                    entry.used = now
+                    entry.hits.inc()
+                    return entry.credential
+        if plan is None:
+            plan = self.resolve(profile)
+        credential, flight, leader = self._claim(plan)
+        if credential is not None:
+            return credential
+        assert flight is not None
+        if leader:
+            self._executor.submit(self._fetch, plan, flight)
+        return await asyncio.wrap_future(flight)
+
+    def _claim(self, plan: AccessPlan) -> tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool]:
+        """Under the lock: a usable cached credential, or the flight to wait on (and whether the
+        caller must run it). Starts a background refresh when the credential is in its window."""
+        if self._closed:
+            raise CredentialError("the CredentialEngine is closed")
+        now = time.time()
+        background: concurrent.futures.Future[Credential] | None = None
+        with self._lock:
+            entry = self._entries.get(plan)
+            if entry is None:
+                entry = self._new_entry(plan)
+            entry.used = now
+            credential = entry.credential
+            in_backoff = entry.error is not None and time.monotonic() < entry.retry_at
+            if credential is not None and now < entry.expires_at:
+                if now >= entry.refresh_at and entry.flight is None and not in_backoff:
+                    background = entry.flight = concurrent.futures.Future()
+                entry.hits.inc()
+                result: tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool] = (credential, None, False)
+            elif entry.flight is not None:
+                self.metrics.cache_lookups.labels(plan.provider, "miss").inc()
+                result = (None, entry.flight, False)
+            elif in_backoff:
+                self.metrics.cache_lookups.labels(plan.provider, "backoff").inc()
+                error = copy.copy(entry.error)
+                raise error.with_traceback(None) from None
+            else:
+                self.metrics.cache_lookups.labels(plan.provider, "miss").inc()
+                entry.flight = concurrent.futures.Future()
+                result = (None, entry.flight, True)
+        if background is not None:
+            try:
+                self._executor.submit(self._fetch, plan, background)
+            except RuntimeError:  # executor shut down by close(): just serve the cached credential
+                with self._lock:
+                    entry.flight = None
+        return result
+
+    def _new_entry(self, plan: AccessPlan) -> _Entry:
+        if len(self._entries) >= self.max_entries:
+            self._purge()
+        entry = self._entries[plan] = _Entry(plan, self.metrics.cache_lookups.labels(plan.provider, "hit"))
+        self.metrics.cache_entries.inc()
+        return entry
+
+    def _purge(self) -> None:
+        # Lock held. Expired credentials first, then the least recently used, never one in flight.
+        now = time.time()
+        idle = [e for e in self._entries.values() if e.flight is None]
+        victims = [e for e in idle if e.credential is None or e.expires_at <= now]
+        if len(self._entries) - len(victims) >= self.max_entries:
+            idle.sort(key=lambda e: e.used)
+            victims += idle[: max(1, len(self._entries) // 10)]
+        for entry in victims:
+            if self._entries.pop(entry.plan, None) is not None:
+                self.metrics.cache_entries.dec()
+                self.metrics.track_certificate(id(self), entry.plan, None)
+
+    def _fetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential]) -> None:
+        """Run the provider once and publish the outcome to the entry and the flight's waiters."""
+        started = time.perf_counter()
+        error: CredentialError | None = None
+        credential: Credential | None = None
+        try:
+            provider = self._providers.get(plan.provider)
+            if provider is None:
+                raise CredentialError(f"provider {plan.provider}: not in this engine's config")
+            credential = call_provider(provider, plan)
+        except CredentialError as exc:
+            error = exc
+        except BaseException as exc:  # noqa: BLE001 - waiters must never hang on a lost flight
+            error = ProviderError(f"internal error: {type(exc).__name__}: {exc}", provider=plan.provider)
+        duration = time.perf_counter() - started
+        self._record(plan, credential, error, duration)
+        with self._lock:
+            entry = self._entries.get(plan)
+            if entry is None:  # purged meanwhile: keep a home for the result
+                entry = self._new_entry(plan)
+            entry.flight = None
+            if credential is not None:
+                old = entry.credential
+                entry.credential = credential
+                fetched_at = time.time()
+                expiry = credential.expiration_timestamp
+                entry.expires_at = expiry.timestamp() if expiry is not None else float("inf")
+                entry.refresh_at = (
+                    self.refresh_policy.refresh_at(fetched_at, entry.expires_at) if expiry is not None else float("inf")
+                )
+                entry.error, entry.failures, entry.retry_at = None, 0, 0.0
+            else:
+                assert error is not None
+                entry.error = error
+                entry.failures += 1
+                entry.retry_at = time.monotonic() + self.backoff_policy.delay(entry.failures)
+        if credential is not None:
+            self._note_certificate(plan, old, credential)
+            flight.set_result(credential)
+            for adapter in list(self._adapters):
+                adapter.credential_changed(plan, credential)
+        else:
+            _log.warning("credential fetch failed", provider=plan.provider, error=str(error), failures=entry.failures)
+            flight.set_exception(error)  # type: ignore[arg-type]
+
+    def _record(self, plan: AccessPlan, credential: Credential | None, error: CredentialError | None, duration: float) -> None:
+        metrics = self.metrics
+        metrics.request_duration.labels(plan.provider).observe(duration)
+        metrics.requests.labels(plan.provider, "success" if error is None else _result_label(error)).inc()
+        if plan.kind == "exec" and not isinstance(error, InteractiveModeError):
+            if error is None:
+                metrics.exec_plugin_calls.labels("0", "no_error").inc()
+            elif isinstance(error, ProviderError):
+                code = error.exit_code if error.exit_code is not None else -1
+                metrics.exec_plugin_calls.labels(str(code), error.call_status).inc()
+            else:
+                metrics.exec_plugin_calls.labels("-1", CLIENT_INTERNAL_ERROR).inc()
+
+    def _note_certificate(self, plan: AccessPlan, old: Credential | None, new: Credential) -> None:
+        self.metrics.track_certificate(id(self), plan, new.certificate_not_after)
+        if old is not None and old.client_certificate_data and old.client_certificate_data != new.client_certificate_data:
+            self.metrics.observe_rotation(old.certificate_not_before)
+
+    # -- after a 401 ------------------------------------------------------------------------
+
+    def invalidate(self, profile: ClusterProfile | Mapping[str, Any] | AccessPlan, credential: Credential) -> bool:
+        """``credential`` was rejected (HTTP 401): drop it if it is still the cached one.
+
+        Returns True when it was dropped (the next call fetches a new one). A credential that was
+        already replaced is left alone, so a late 401 cannot discard a newer credential.
+        """
+        plan = profile if isinstance(profile, AccessPlan) else self.resolve(profile)
+        with self._lock:
+            entry = self._entries.get(plan)
+            if entry is None or entry.credential is not credential:
+                return False
+            entry.credential = None
+            entry.expires_at = entry.refresh_at = 0.0
+            return True
+
+    # -- adapters and lifetime ---------------------------------------------------------------
+
+    def _register_adapter(self, adapter: Any) -> None:
+        with self._lock:
+            self._adapters.append(adapter)
+
+    def _unregister_adapter(self, adapter: Any) -> None:
+        with self._lock:
+            if adapter in self._adapters:
+                self._adapters.remove(adapter)
+
+    def build_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
+        """A ``kubernetes.client.Configuration`` for the profile's cluster that stays fresh."""
+        from .kube import build_config
+
+        return build_config(self, profile)
+
+    def api_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
+        """A ``kubernetes.client.ApiClient``; a 401 refreshes the credential and retries once."""
+        from .kube import api_client
+
+        return api_client(self, profile)
+
+    async def abuild_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
+        """``kubernetes.aio`` version of :meth:`build_config`."""
+        from .kube import abuild_config
+
+        return await abuild_config(self, profile)
+
+    async def aapi_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
+        """``kubernetes.aio`` version of :meth:`api_client`."""
+        from .kube import aapi_client
+
+        return await aapi_client(self, profile)
 
     def close(self) -> None:
+        """Stop background refreshes, close adapters and providers, drop every credential."""
         with self._lock:
-            self._cache.clear()
+            if self._closed:
+                return
+            self._closed = True
+            adapters, self._adapters = list(self._adapters), []
+            count = len(self._entries)
+            self._entries.clear()
+            self._plans.clear()
+        self.metrics.cache_entries.dec(count)
+        self.metrics.forget_owner(id(self))
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        for adapter in adapters:
+            adapter.close()
+        for provider in self._providers.values():
+            closer = getattr(provider, "close", None)
+            if callable(closer):
+                closer()
+
+    def __enter__(self) -> CredentialEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

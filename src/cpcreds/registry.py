@@ -52,8 +52,8 @@ class PluginLoadError:
 
 
 def _split(value: str | None) -> set[str] | None:
-    if value is None:
-        return None
+    if value is None or not value.strip():
+        return None  # unset and empty both mean "no restriction"
     return {part.strip() for part in value.split(",") if part.strip()}
 
 
@@ -120,18 +120,22 @@ class ProviderRegistry:
         for impl in self._pm.hook.cpcreds_register_providers.get_hookimpls():
             name, dist, version = self._origin.get(id(impl.plugin), (impl.plugin_name, None, None))
 
+            registered: dict[str, ProviderType] = {}
+
             def register(type_name: str, factory: ProviderFactory, _o: tuple = (name, dist, version)) -> None:
                 if not isinstance(type_name, str) or not type_name:
                     raise ValueError(f"provider type name must be a non-empty string, got {type_name!r}")
-                if type_name in self.types:
-                    owner = self.types[type_name].plugin
+                if type_name in self.types or type_name in registered:
+                    owner = self.types[type_name].plugin if type_name in self.types else _o[0]
                     raise ValueError(f"provider type {type_name!r} is already registered by {owner}")
-                self.types[type_name] = ProviderType(type_name, factory, *_o)
+                registered[type_name] = ProviderType(type_name, factory, *_o)
 
             try:
                 impl.function(register=register)
             except Exception as exc:
-                self._fail(name, dist, exc)
+                self._fail(name, dist, exc)  # all or nothing: a half-registered plugin is skipped
+            else:
+                self.types.update(registered)
 
     # -- using -----------------------------------------------------------------------------
 
@@ -156,7 +160,7 @@ class ProviderRegistry:
         except ValidationError as exc:
             err = exc.errors(include_url=False, include_input=False)[0]
             where = ".".join(["options", *map(str, err["loc"])])
-            raise ConfigError(err["msg"], source=source, entry=f'"{entry.name}"', field=where) from None
+            raise ConfigError(err["msg"].removeprefix("Value error, "), source=source, entry=f'"{entry.name}"', field=where) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise ConfigError(str(exc), source=source, entry=f'"{entry.name}"', field="options") from None
         if not callable(getattr(provider, "get_credential", None)):

@@ -35,6 +35,8 @@ from ..hookspecs import hookimpl
 
 __all__ = ["FileProvider", "FileOptions", "FilePlugin"]
 
+MAX_REFRESH_INTERVAL = 365 * 24 * 3600.0
+
 
 class FileOptions(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
@@ -48,8 +50,8 @@ class FileOptions(BaseModel):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         seconds = parse_duration(value)
-        if seconds <= 0:
-            raise ValueError("must be longer than zero")
+        if not 0 < seconds <= MAX_REFRESH_INTERVAL:
+            raise ValueError("must be longer than zero and at most 8760h (a year)")
         return seconds
 
     @model_validator(mode="after")

@@ -1,0 +1,118 @@
+"""Prometheus metrics: KEP-541's exec-plugin metrics and KEP-5339's credential metrics.
+
+Metrics are created once per Prometheus registry (the default one unless an engine is given
+another), so several engines in one process share them. Labels carry provider names, result
+classes and exit codes only: never a token, a cluster URL or any other unbounded value.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
+
+#: client-go's buckets for rest_client_exec_plugin_certificate_rotation_age (10 min .. 4 years).
+CERT_ROTATION_BUCKETS = (600, 1800, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000)
+#: Provider calls take from a millisecond (in-process) to tens of seconds (a slow exec).
+REQUEST_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+_by_registry: dict[int, Metrics] = {}
+_by_registry_lock = threading.Lock()
+
+
+class Metrics:
+    """The metric families, bound to one registry. Get it with :meth:`for_registry`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.exec_plugin_calls = Counter(
+            "rest_client_exec_plugin_call_total",
+            "Number of calls to an exec plugin, partitioned by the type of event encountered "
+            "(no_error, plugin_execution_error, plugin_not_found_error, client_internal_error) and an "
+            "optional exit code. The exit code will be set to 0 if and only if the plugin call was successful.",
+            ["code", "call_status"],
+            registry=registry,
+        )
+        self.certificate_rotation_age = Histogram(
+            "rest_client_exec_plugin_certificate_rotation_age",
+            "Histogram of the number of seconds the last auth exec plugin client certificate lived before being rotated.",
+            buckets=CERT_ROTATION_BUCKETS,
+            registry=registry,
+        )
+        self.certificate_ttl = Gauge(
+            "rest_client_exec_plugin_ttl_seconds",
+            "Gauge of the shortest TTL (time-to-live) of the client certificate(s) managed by the auth exec "
+            "plugin. The value is in seconds until certificate expiry (negative if already expired). If auth "
+            "exec plugins are unused or manage no TLS certificates, the value will be +INF.",
+            registry=registry,
+        )
+        self.requests = Counter(
+            "cpcreds_credential_requests",
+            "Credential obtentions (provider calls), by access provider and result "
+            "(success, or the error class: plugin_not_found, plugin_execution_error, plugin_timeout, "
+            "plugin_output_error, provider_error, client_internal_error).",
+            ["provider", "result"],
+            registry=registry,
+        )
+        self.request_duration = Histogram(
+            "cpcreds_credential_request_duration_seconds",
+            "Latency of credential obtention (one provider call), by access provider.",
+            ["provider"],
+            buckets=REQUEST_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.cache_lookups = Counter(
+            "cpcreds_credential_cache_lookups",
+            "get_credential calls answered from the cache (hit), by a fetch the caller waited for (miss), "
+            "or with the last error while backing off (backoff).",
+            ["provider", "result"],
+            registry=registry,
+        )
+        self.cache_entries = Gauge(
+            "cpcreds_credential_cache_entries", "Credentials currently cached (all engines of the process).", registry=registry
+        )
+        self._cert_expiries: dict[int, dict[Any, datetime]] = {}
+        self._lock = threading.Lock()
+        self.certificate_ttl.set_function(self._shortest_certificate_ttl)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        registry = registry or REGISTRY
+        with _by_registry_lock:
+            metrics = _by_registry.get(id(registry))
+            if metrics is None:
+                metrics = _by_registry[id(registry)] = cls(registry)
+            return metrics
+
+    # -- certificates ----------------------------------------------------------------------
+
+    def track_certificate(self, owner: int, key: Any, not_after: datetime | None) -> None:
+        """Remember (or forget, with ``None``) the expiry of the certificate cached under ``key``."""
+        with self._lock:
+            owned = self._cert_expiries.setdefault(owner, {})
+            if not_after is None:
+                owned.pop(key, None)
+            else:
+                owned[key] = not_after
+
+    def forget_owner(self, owner: int) -> None:
+        with self._lock:
+            self._cert_expiries.pop(owner, None)
+
+    def _shortest_certificate_ttl(self) -> float:
+        with self._lock:
+            expiries = [when for owned in self._cert_expiries.values() for when in owned.values()]
+        if not expiries:
+            return math.inf
+        return (min(expiries) - datetime.now(timezone.utc)).total_seconds()
+
+    def observe_rotation(self, old_not_before: datetime | None) -> None:
+        """A cached certificate was replaced by a new one: record how long the old one lived."""
+        if old_not_before is not None:
+            self.certificate_rotation_age.observe(max(0.0, time.time() - old_not_before.timestamp()))

@@ -1,0 +1,283 @@
+"""cpcreds.plugin: the SDK for writing exec plugins, run for real through the exec provider."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpcreds.access import AccessPlan, resolve
+from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_EXTENSION, EXEC_INFO_ENV
+from cpcreds.config import ProviderConfig
+from cpcreds.credential import Credential
+from cpcreds.errors import PluginExecutionError
+from cpcreds.plugin import PluginRequest, PluginRequestError, read_request, run_plugin, write_response
+from cpcreds.providers.exec import ExecProvider
+
+PROVIDER = "fleet-sdk"
+
+# Echoes what it was asked into the token, so a test can see the request the plugin parsed.
+ECHO_PLUGIN = """\
+from cpcreds.plugin import run_plugin
+from cpcreds import Credential
+
+
+def get(request):
+    config = request.cluster.config if request.cluster is not None else None
+    server = request.cluster.server if request.cluster is not None else None
+    version = request.api_version.rsplit("/", 1)[1]
+    name = (config or {}).get("clusterName")
+    return Credential(token=f"{version}|{name}|{server}|{request.interactive}|{request.from_environment}")
+
+
+run_plugin(get)
+"""
+
+FAILING_PLUGIN = """\
+from cpcreds.plugin import run_plugin
+
+
+def get(request):
+    raise RuntimeError("vault is sealed:\\n  ask the on-call   to unseal it")
+
+
+run_plugin(get, name="sealed-vault")
+"""
+
+WRONG_TYPE_PLUGIN = """\
+from cpcreds.plugin import run_plugin
+
+run_plugin(lambda request: {"token": "not-a-credential-object"})
+"""
+
+
+def write_plugin(tmp_path: Path, name: str, body: str) -> Path:
+    script = tmp_path / name
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body), encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return script
+
+
+def plan_for(command: Path, api_version: str, *, provide_cluster_info: bool = True) -> AccessPlan:
+    config = ProviderConfig.from_dict(
+        {
+            "providers": [
+                {
+                    "name": PROVIDER,
+                    "timeout": "30s",
+                    "execConfig": {
+                        "apiVersion": api_version,
+                        "command": str(command),
+                        "provideClusterInfo": provide_cluster_info,
+                    },
+                }
+            ]
+        }
+    )
+    profile = {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": "spoke-3", "namespace": "fleet"},
+        "status": {
+            "accessProviders": [
+                {
+                    "name": PROVIDER,
+                    "cluster": {
+                        "server": "https://spoke-3.example:6443",
+                        "extensions": [{"name": EXEC_EXTENSION, "extension": {"clusterName": "spoke-3"}}],
+                    },
+                }
+            ]
+        },
+    }
+    return resolve(config, profile)
+
+
+def exec_info(api_version: str = API_VERSION_V1, **spec: Any) -> str:
+    return json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False, **spec}})
+
+
+# -- running SDK plugins through the exec provider -----------------------------------------------
+
+
+@pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
+def test_sdk_plugin_answers_in_the_requested_version_with_the_cluster_config(tmp_path: Path, api_version: str) -> None:
+    plugin = write_plugin(tmp_path, "echo-plugin", ECHO_PLUGIN)
+    plan = plan_for(plugin, api_version)
+    # The exec provider rejects an answer in any other apiVersion, so success proves the version.
+    credential = ExecProvider().get_credential(plan)
+    version = api_version.rsplit("/", 1)[1]
+    assert credential.token == f"{version}|spoke-3|https://spoke-3.example:6443|False|True"
+
+
+def test_sdk_plugin_sees_no_cluster_without_provide_cluster_info(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path, "echo-plugin", ECHO_PLUGIN)
+    credential = ExecProvider().get_credential(plan_for(plugin, API_VERSION_V1, provide_cluster_info=False))
+    assert credential.token == "v1|None|None|False|True"
+
+
+def test_sdk_plugin_function_raising_becomes_plugin_execution_error_with_its_stderr_line(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path, "sealed-plugin", FAILING_PLUGIN)
+    with pytest.raises(PluginExecutionError) as info:
+        ExecProvider().get_credential(plan_for(plugin, API_VERSION_V1))
+    error = info.value
+    assert error.exit_code == 1
+    assert error.provider == PROVIDER
+    assert "exited with code 1" in str(error)
+    # run_plugin writes the exception as one line, whitespace collapsed, prefixed by the plugin name.
+    assert "sealed-vault: vault is sealed: ask the on-call to unseal it" in str(error)
+    assert "\n" not in str(error)
+
+
+def test_sdk_plugin_returning_a_non_credential_fails_with_exit_code_1(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path, "wrong-type-plugin", WRONG_TYPE_PLUGIN)
+    with pytest.raises(PluginExecutionError) as info:
+        ExecProvider().get_credential(plan_for(plugin, API_VERSION_V1BETA1))
+    assert info.value.exit_code == 1
+    assert "wrong-type-plugin: get_credential returned dict, not a Credential" in str(info.value)
+    assert "not-a-credential-object" not in str(info.value)
+
+
+def _run_directly(plugin: Path, exec_info_value: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != EXEC_INFO_ENV}
+    if exec_info_value is not None:
+        env[EXEC_INFO_ENV] = exec_info_value
+    return subprocess.run([str(plugin)], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def test_sdk_plugin_run_by_hand_answers_v1_without_a_request(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path, "echo-plugin", ECHO_PLUGIN)
+    result = _run_directly(plugin, None)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer == {"apiVersion": API_VERSION_V1, "kind": "ExecCredential", "status": {"token": "v1|None|None|False|False"}}
+    assert result.stdout.count("\n") == 1
+
+
+def test_sdk_plugin_with_malformed_exec_info_exits_1_with_one_stderr_line(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path, "echo-plugin", ECHO_PLUGIN)
+    result = _run_directly(plugin, "{not json")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"echo-plugin: {EXEC_INFO_ENV} is not JSON")
+    assert result.stderr.count("\n") == 1
+
+
+# -- read_request --------------------------------------------------------------------------------
+
+
+def test_read_request_without_exec_info_is_not_from_the_environment() -> None:
+    request = read_request({})
+    assert request == PluginRequest(api_version=API_VERSION_V1, interactive=False, cluster=None, from_environment=False)
+
+
+def test_read_request_without_exec_info_uses_the_default_api_version() -> None:
+    request = read_request({EXEC_INFO_ENV: "  "}, default_api_version=API_VERSION_V1BETA1)
+    assert request.api_version == API_VERSION_V1BETA1
+    assert request.from_environment is False
+
+
+def test_read_request_reads_the_process_environment_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EXEC_INFO_ENV, exec_info(API_VERSION_V1BETA1))
+    request = read_request()
+    assert request.api_version == API_VERSION_V1BETA1
+    assert request.from_environment is True
+
+
+def test_read_request_parses_version_interactive_and_cluster() -> None:
+    raw = json.dumps(
+        {
+            "apiVersion": API_VERSION_V1BETA1,
+            "kind": "ExecCredential",
+            "spec": {
+                "interactive": True,
+                "cluster": {
+                    "server": "https://spoke.example",
+                    "tls-server-name": "spoke.internal",
+                    "certificate-authority-data": "Q0EtUEVN",
+                    "config": {"clusterName": "spoke", "region": "eu"},
+                },
+            },
+        }
+    )
+    request = read_request({EXEC_INFO_ENV: raw})
+    assert request.api_version == API_VERSION_V1BETA1
+    assert request.interactive is True
+    assert request.from_environment is True
+    assert request.cluster is not None
+    assert request.cluster.server == "https://spoke.example"
+    assert request.cluster.tls_server_name == "spoke.internal"
+    assert request.cluster.certificate_authority_data == b"CA-PEM"
+    assert request.cluster.config == {"clusterName": "spoke", "region": "eu"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "is not JSON"),
+        ("[1, 2]", "is not an ExecCredential"),
+        (json.dumps({"apiVersion": API_VERSION_V1, "kind": "Pod"}), "is not an ExecCredential"),
+        (exec_info(cluster={"config": {}}), "field spec.cluster.server"),
+        (exec_info(cluster={"server": "https://x", "certificate-authority-data": "%%%"}), "certificate-authority-data"),
+    ],
+    ids=["not-json", "not-an-object", "wrong-kind", "cluster-without-server", "bad-ca-base64"],
+)
+def test_read_request_with_malformed_exec_info_raises_plugin_request_error(raw: str, message: str) -> None:
+    with pytest.raises(PluginRequestError, match=message):
+        read_request({EXEC_INFO_ENV: raw})
+
+
+@pytest.mark.parametrize("api_version", ["client.authentication.k8s.io/v1alpha1", None, "v1"])
+def test_read_request_with_unsupported_api_version_raises_plugin_request_error(api_version: Any) -> None:
+    raw = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "spec": {}})
+    with pytest.raises(PluginRequestError, match="supported: client.authentication.k8s.io/v1, client.authentication.k8s.io/v1beta1"):
+        read_request({EXEC_INFO_ENV: raw})
+
+
+def test_plugin_request_error_is_a_value_error() -> None:
+    assert issubclass(PluginRequestError, ValueError)
+
+
+# -- write_response / run_plugin in-process -----------------------------------------------------
+
+
+def test_write_response_prints_one_json_line_in_the_given_version() -> None:
+    stream = io.StringIO()
+    write_response(Credential(token="abc"), API_VERSION_V1BETA1, stream)
+    text = stream.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert json.loads(text) == {"apiVersion": API_VERSION_V1BETA1, "kind": "ExecCredential", "status": {"token": "abc"}}
+
+
+def test_run_plugin_exits_0_after_answering(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(EXEC_INFO_ENV, exec_info(API_VERSION_V1BETA1))
+    with pytest.raises(SystemExit) as info:
+        run_plugin(lambda request: Credential(token=f"for-{request.api_version}"))
+    assert info.value.code == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"]["token"] == f"for-{API_VERSION_V1BETA1}"
+    assert json.loads(out)["apiVersion"] == API_VERSION_V1BETA1
+    assert err == ""
+
+
+def test_run_plugin_unsupported_api_version_exits_1_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(EXEC_INFO_ENV, exec_info("client.authentication.k8s.io/v1alpha1"))
+    called = []
+    with pytest.raises(SystemExit) as info:
+        run_plugin(lambda request: called.append(request) or Credential(token="x"), name="my-plugin")
+    assert info.value.code == 1
+    assert called == []
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("my-plugin: ") and "client.authentication.k8s.io/v1alpha1" in err
+    assert err.count("\n") == 1

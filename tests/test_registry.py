@@ -1,0 +1,482 @@
+"""ProviderRegistry: built-ins, real entry-point plugins, failure isolation, and create()."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpcreds.access import AccessPlan, resolve
+from cpcreds.config import ProviderConfig, ProviderEntry
+from cpcreds.credential import Credential
+from cpcreds.engine import call_provider
+from cpcreds.errors import ConfigError, ProviderError
+from cpcreds.hookspecs import hookimpl
+from cpcreds.providers.exec import ExecProvider
+from cpcreds.providers.file import FileProvider
+from cpcreds.registry import BUILTIN_PLUGIN, PluginLoadError, ProviderRegistry
+
+# -- a fake installed distribution ---------------------------------------------------------------
+
+VAULT_MODULE = """\
+from cpcreds.hookspecs import Credential, hookimpl
+
+
+class VaultProvider:
+    def __init__(self, options):
+        unknown = sorted(set(options) - {"mount"})
+        if unknown:
+            raise ValueError(f"unknown vault option(s): {', '.join(unknown)}")
+        self.mount = options.get("mount", "kubernetes")
+
+    def get_credential(self, plan):
+        cluster_name = (plan.cluster.config or {}).get("clusterName")
+        return Credential(token=f"vault/{self.mount}/{cluster_name}")
+
+
+@hookimpl
+def cpcreds_register_providers(register):
+    register("vault", VaultProvider)
+"""
+
+Install = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True)
+def _no_plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The registry reads these itself; the outer environment must not decide the tests.
+    monkeypatch.delenv("CPCREDS_DISABLE_PLUGINS", raising=False)
+    monkeypatch.delenv("CPCREDS_PLUGINS", raising=False)
+
+
+@pytest.fixture
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
+    """Install a minimal distribution (a module plus a dist-info with ``[cpcreds]`` entry points)
+    into a folder on ``sys.path``, so ``importlib.metadata`` finds it as it would a pip install.
+
+    Folders are prepended in call order, so a later ``site=`` folder comes *before* earlier ones.
+    """
+    modules: list[str] = []
+    roots: set[Path] = set()
+
+    def _install(
+        dist: str,
+        module: str,
+        source: str,
+        entry_points: dict[str, str],
+        *,
+        version: str = "1.0.0",
+        site: str = "site",
+    ) -> Path:
+        root = tmp_path / site
+        package = root / module
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
+        lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[cpcreds]\n{lines}", encoding="utf-8")
+        if root not in roots:
+            monkeypatch.syspath_prepend(str(root))
+            roots.add(root)
+        importlib.invalidate_caches()  # metadata and import finders cache directory listings
+        modules.append(module)
+        return root
+
+    yield _install
+    for name in modules:
+        sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
+def vault(install: Install) -> Path:
+    return install("cpcreds-fake-vault", "cpcreds_fake_vault", VAULT_MODULE, {"vault": "cpcreds_fake_vault"}, version="1.2.3")
+
+
+def entry(data: dict[str, Any]) -> ProviderEntry:
+    return ProviderConfig.from_dict({"providers": [data]}).providers[0]
+
+
+def profile(provider: str, *, cluster_name: str = "spoke-1") -> dict[str, Any]:
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": cluster_name, "namespace": "fleet"},
+        "status": {
+            "accessProviders": [
+                {
+                    "name": provider,
+                    "cluster": {
+                        "server": f"https://{cluster_name}.example:6443",
+                        "extensions": [
+                            {"name": "client.authentication.k8s.io/exec", "extension": {"clusterName": cluster_name}}
+                        ],
+                    },
+                }
+            ]
+        },
+    }
+
+
+def plan_for(data: dict[str, Any], *, cluster_name: str = "spoke-1") -> AccessPlan:
+    config = ProviderConfig.from_dict({"providers": [data]})
+    return resolve(config, profile(data["name"], cluster_name=cluster_name))
+
+
+def error_for(plugin: str, registry: ProviderRegistry) -> PluginLoadError:
+    matches = [e for e in registry.load_errors if e.plugin == plugin]
+    assert len(matches) == 1, registry.load_errors
+    return matches[0]
+
+
+# -- built-ins -----------------------------------------------------------------------------------
+
+
+def test_builtin_exec_and_file_types_are_registered_as_builtin() -> None:
+    registry = ProviderRegistry(entry_points=False)
+    for name in ("exec", "file"):
+        registered = registry.types[name]
+        assert registered.name == name
+        assert registered.plugin == BUILTIN_PLUGIN
+        assert registered.distribution is None and registered.version is None
+    assert registry.load_errors == []
+
+
+def test_builtin_types_build_their_providers() -> None:
+    registry = ProviderRegistry(entry_points=False)
+    assert isinstance(registry.types["exec"].factory({}), ExecProvider)
+    assert isinstance(registry.types["file"].factory({"tokenFile": "/t"}), FileProvider)
+
+
+def test_entry_points_false_loads_only_builtins(vault: Path) -> None:
+    registry = ProviderRegistry(entry_points=False)
+    assert set(registry.types) == {"exec", "file"}
+    assert registry.load_errors == []
+
+
+# -- real entry points ---------------------------------------------------------------------------
+
+
+def test_entry_point_plugin_registers_its_type_with_distribution_and_version(vault: Path) -> None:
+    registry = ProviderRegistry()
+    registered = registry.types["vault"]
+    assert registered.plugin == "vault"
+    assert registered.distribution == "cpcreds-fake-vault"
+    assert registered.version == "1.2.3"
+    assert registry.load_errors == []
+    assert registry.types["file"].plugin == BUILTIN_PLUGIN
+
+
+def test_entry_point_provider_builds_from_config_and_returns_a_credential(vault: Path) -> None:
+    data = {"name": "vault-hub", "type": "vault", "options": {"mount": "fleet"}}
+    provider = ProviderRegistry().create(entry(data))
+    plan = plan_for(data, cluster_name="spoke-7")
+    assert plan.kind == "vault" and dict(plan.options) == {"mount": "fleet"}
+    credential = call_provider(provider, plan)
+    assert isinstance(credential, Credential)
+    assert credential.token == "vault/fleet/spoke-7"
+
+
+def test_create_all_builds_every_entry_of_a_config(vault: Path, tmp_path: Path) -> None:
+    config = ProviderConfig.from_dict(
+        {
+            "providers": [
+                {"name": "vault-hub", "type": "vault"},
+                {"name": "files", "type": "file", "options": {"tokenFile": str(tmp_path / "t")}},
+                {"name": "plugin", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}},
+            ]
+        }
+    )
+    providers = ProviderRegistry().create_all(config)
+    assert list(providers) == ["vault-hub", "files", "plugin"]
+    assert isinstance(providers["files"], FileProvider)
+    assert isinstance(providers["plugin"], ExecProvider)
+
+
+def test_third_party_factory_value_error_becomes_config_error_naming_options(vault: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry().create(entry({"name": "vault-hub", "type": "vault", "options": {"mountt": "x"}}), source="p.yaml")
+    assert info.value.field == "options"
+    assert info.value.entry == '"vault-hub"'
+    assert "unknown vault option(s): mountt" in str(info.value)
+    assert str(info.value).startswith("p.yaml: ")
+
+
+# -- failure isolation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('raise RuntimeError("vault agent socket missing\\nsecond line of detail")', "RuntimeError: vault agent socket missing"),
+        ("import cpcreds_dependency_that_is_not_installed", "ModuleNotFoundError: No module named"),
+        ("def broken(:\n    pass", "SyntaxError"),
+    ],
+    ids=["raises", "missing-dependency", "syntax-error"],
+)
+def test_plugin_failing_on_import_is_reported_and_others_still_load(
+    vault: Path, install: Install, body: str, expected: str
+) -> None:
+    install("cpcreds-fake-broken", "cpcreds_fake_broken", body + "\n", {"broken": "cpcreds_fake_broken"}, version="0.0.1")
+    registry = ProviderRegistry()
+    error = error_for("broken", registry)
+    assert error.distribution == "cpcreds-fake-broken"
+    assert error.error.startswith(expected)
+    assert "\n" not in error.error
+    assert "vault" in registry.types and "file" in registry.types
+
+
+def test_plugin_whose_hook_raises_is_reported_and_skipped(vault: Path, install: Install) -> None:
+    source = """\
+        from cpcreds.hookspecs import hookimpl
+
+        @hookimpl
+        def cpcreds_register_providers(register):
+            raise KeyError("consul token not configured")
+    """
+    install("cpcreds-fake-consul", "cpcreds_fake_consul", source, {"consul": "cpcreds_fake_consul"})
+    registry = ProviderRegistry()
+    error = error_for("consul", registry)
+    assert error.distribution == "cpcreds-fake-consul"
+    assert error.error.startswith("KeyError:") and "consul token not configured" in error.error
+    assert "consul" not in registry.types
+    assert registry.types["vault"].distribution == "cpcreds-fake-vault"
+
+
+def test_plugin_whose_hook_raises_after_registering_leaves_no_type_behind(install: Install) -> None:
+    # "reported and skipped" means skipped: a half-run hook must not leave a usable type.
+    source = """\
+        from cpcreds.hookspecs import hookimpl
+        from cpcreds.providers.file import FileProvider
+
+        @hookimpl
+        def cpcreds_register_providers(register):
+            register("halfway", FileProvider)
+            raise RuntimeError("second half of setup failed")
+    """
+    install("cpcreds-fake-halfway", "cpcreds_fake_halfway", source, {"halfway": "cpcreds_fake_halfway"})
+    registry = ProviderRegistry()
+    assert error_for("halfway", registry).error == "RuntimeError: second half of setup failed"
+    assert "halfway" not in registry.types
+
+
+def test_plugin_whose_hook_has_the_wrong_signature_is_reported(install: Install) -> None:
+    source = """\
+        from cpcreds.hookspecs import hookimpl
+
+        @hookimpl
+        def cpcreds_register_providers(registrar, extra):
+            registrar("odd", dict)
+    """
+    install("cpcreds-fake-odd", "cpcreds_fake_odd", source, {"odd": "cpcreds_fake_odd"})
+    registry = ProviderRegistry()
+    assert error_for("odd", registry).distribution == "cpcreds-fake-odd"
+    assert "odd" not in registry.types
+
+
+def test_entry_point_naming_a_missing_attribute_is_reported(install: Install) -> None:
+    install("cpcreds-fake-attr", "cpcreds_fake_attr", "x = 1\n", {"attr": "cpcreds_fake_attr:plugin"})
+    registry = ProviderRegistry()
+    assert error_for("attr", registry).error.startswith("AttributeError")
+
+
+def test_duplicate_type_from_a_second_plugin_is_reported_and_the_first_wins(vault: Path, install: Install) -> None:
+    # A folder prepended later comes earlier on sys.path; so install the "second" plugin in a folder
+    # that ends up *after* the vault's: re-prepend the vault's folder last.
+    second = VAULT_MODULE.replace('f"vault/', 'f"impostor/')
+    install("cpcreds-impostor", "cpcreds_impostor", second, {"impostor": "cpcreds_impostor"}, site="later")
+    sys.path.remove(str(vault))
+    sys.path.insert(0, str(vault))
+    importlib.invalidate_caches()
+
+    registry = ProviderRegistry()
+    assert registry.types["vault"].plugin == "vault"
+    assert registry.types["vault"].distribution == "cpcreds-fake-vault"
+    error = error_for("impostor", registry)
+    assert error.distribution == "cpcreds-impostor"
+    assert "'vault' is already registered by vault" in error.error
+    data = {"name": "v", "type": "vault"}
+    assert call_provider(registry.create(entry(data)), plan_for(data)).token.startswith("vault/")
+
+
+def test_plugin_claiming_a_builtin_type_is_reported_and_the_builtin_wins(install: Install) -> None:
+    source = """\
+        from cpcreds.hookspecs import hookimpl
+
+        @hookimpl
+        def cpcreds_register_providers(register):
+            register("file", dict)
+    """
+    install("cpcreds-fake-hijack", "cpcreds_fake_hijack", source, {"hijack": "cpcreds_fake_hijack"})
+    registry = ProviderRegistry()
+    assert registry.types["file"].plugin == BUILTIN_PLUGIN
+    assert registry.types["file"].factory is FileProvider
+    assert f"already registered by {BUILTIN_PLUGIN}" in error_for("hijack", registry).error
+
+
+def test_plugin_registering_an_empty_type_name_is_reported(install: Install) -> None:
+    source = """\
+        from cpcreds.hookspecs import hookimpl
+
+        @hookimpl
+        def cpcreds_register_providers(register):
+            register("", dict)
+    """
+    install("cpcreds-fake-empty", "cpcreds_fake_empty", source, {"empty": "cpcreds_fake_empty"})
+    registry = ProviderRegistry()
+    assert "non-empty string" in error_for("empty", registry).error
+    assert "" not in registry.types
+
+
+# -- restricting which plugins load --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["vault", "*", " other , vault "], ids=["by-name", "star", "list"])
+def test_disable_plugins_env_skips_the_plugin(vault: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", value)
+    registry = ProviderRegistry()
+    assert "vault" not in registry.types
+    assert {"exec", "file"} <= set(registry.types)
+    assert registry.load_errors == []
+
+
+def test_plugins_allow_list_env_skips_plugins_not_listed(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCREDS_PLUGINS", "other")
+    registry = ProviderRegistry()
+    assert set(registry.types) == {"exec", "file"}
+
+
+def test_plugins_allow_list_env_loads_plugins_listed(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCREDS_PLUGINS", "other,vault")
+    assert "vault" in ProviderRegistry().types
+
+
+def test_disable_argument_overrides_the_environment(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", "vault")
+    assert "vault" in ProviderRegistry(disable=set()).types
+    assert "vault" not in ProviderRegistry(disable={"vault"}, allow={"vault"}).types
+
+
+def test_plugin_objects_passed_directly_are_registered() -> None:
+    class LocalPlugin:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("local", FileProvider)
+
+    registry = ProviderRegistry(entry_points=False, plugins=(LocalPlugin(),))
+    assert registry.types["local"].plugin == "plugin[0]"
+    assert registry.types["local"].factory is FileProvider
+
+
+# -- create() ------------------------------------------------------------------------------------
+
+
+def test_create_unknown_type_raises_config_error_naming_entry_field_and_installed_types(vault: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry().create(entry({"name": "hub", "type": "aws-iam"}), source="providers.yaml")
+    error = info.value
+    assert error.source == "providers.yaml"
+    assert error.entry == '"hub"'
+    assert error.field == "type"
+    assert "unknown provider type 'aws-iam'" in str(error)
+    assert "installed types: file, vault" in str(error)
+
+
+def test_create_unknown_type_hints_at_plugins_that_failed_to_load(install: Install) -> None:
+    install("cpcreds-fake-broken", "cpcreds_fake_broken", "raise ImportError('no hvac')\n", {"broken": "cpcreds_fake_broken"})
+    with pytest.raises(ConfigError, match="plugins that failed to load: broken"):
+        ProviderRegistry().create(entry({"name": "hub", "type": "vault"}))
+
+
+def test_create_file_with_an_unknown_option_raises_config_error_naming_options(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry(entry_points=False).create(
+            entry({"name": "files", "type": "file", "options": {"tokenFile": str(tmp_path / "t"), "bogus": 1}})
+        )
+    assert info.value.field == "options.bogus"
+    assert "field options.bogus" in str(info.value)
+
+
+def test_create_file_with_certificate_but_no_key_raises_config_error_naming_options(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry(entry_points=False).create(
+            entry({"name": "files", "type": "file", "options": {"clientCertificateFile": str(tmp_path / "c")}})
+        )
+    assert info.value.field == "options"
+    assert "field options" in str(info.value)
+    assert "clientCertificateFile and clientKeyFile go together" in str(info.value)
+
+
+def test_create_config_error_message_has_no_pydantic_prefix(tmp_path: Path) -> None:
+    # config.py strips pydantic's "Value error, " from its messages; create() should too.
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry(entry_points=False).create(entry({"name": "files", "type": "file", "options": {}}))
+    assert "Value error" not in str(info.value)
+
+
+def test_create_exec_type_with_options_raises_config_error() -> None:
+    with pytest.raises(ConfigError, match="exec plugins take no options") as info:
+        ProviderRegistry(entry_points=False).create(entry({"name": "x", "type": "exec", "options": {"a": 1}}))
+    assert info.value.field == "options"
+
+
+def test_create_rejects_a_factory_that_builds_no_provider() -> None:
+    class NoGetCredential:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("hollow", lambda options: object())
+
+    registry = ProviderRegistry(entry_points=False, plugins=(NoGetCredential(),))
+    with pytest.raises(ConfigError, match="without get_credential"):
+        registry.create(entry({"name": "h", "type": "hollow"}))
+
+
+# -- call_provider -------------------------------------------------------------------------------
+
+
+class _Raising:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        raise self.exc
+
+
+class _Returning:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get_credential(self, plan: AccessPlan) -> Any:
+        return self.value
+
+
+def test_provider_raising_any_exception_is_wrapped_in_provider_error_with_its_name() -> None:
+    original = ZeroDivisionError("division by zero in vault client")
+    plan = plan_for({"name": "flaky-vault", "type": "vault"})
+    with pytest.raises(ProviderError) as info:
+        call_provider(_Raising(original), plan)
+    assert info.value.provider == "flaky-vault"
+    assert str(info.value) == "provider flaky-vault: ZeroDivisionError: division by zero in vault client"
+    assert info.value.__cause__ is original
+
+
+def test_provider_raising_provider_error_passes_through_unchanged() -> None:
+    original = ProviderError("vault sealed", provider="flaky-vault")
+    with pytest.raises(ProviderError) as info:
+        call_provider(_Raising(original), plan_for({"name": "flaky-vault", "type": "vault"}))
+    assert info.value is original
+
+
+@pytest.mark.parametrize("value", [None, {"token": "t"}, "token"], ids=["none", "dict", "str"])
+def test_provider_returning_a_non_credential_is_a_provider_error(value: Any) -> None:
+    with pytest.raises(ProviderError, match=f"returned {type(value).__name__}, not a Credential") as info:
+        call_provider(_Returning(value), plan_for({"name": "odd", "type": "vault"}))
+    assert info.value.provider == "odd"
+    assert "'t'" not in str(info.value)  # the returned object (maybe a secret) is not quoted
