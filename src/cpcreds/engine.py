@@ -31,7 +31,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,16 @@ def _result_label(exc: BaseException) -> str:
     return CLIENT_INTERNAL_ERROR
 
 
+def _fresh_copy(error: CredentialError) -> CredentialError:
+    # Many callers may be handed the same stored error; each gets its own instance so that
+    # raising it in several threads does not chain their tracebacks together.
+    try:
+        clone = copy.copy(error)
+    except Exception:  # an exception type that cannot be rebuilt from its args
+        return error
+    return clone.with_traceback(None)
+
+
 def _profile_identity(profile: Any) -> Any:
     """A cheap key that changes whenever the profile's access data may have changed."""
     if isinstance(profile, ClusterProfile):
@@ -186,8 +196,11 @@ class CredentialEngine:
         backoff: BackoffPolicy = BackoffPolicy(),
         max_entries: int = 1024,
         max_workers: int = 4,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        #: Wall-clock seconds, compared with expirationTimestamp; replaceable for simulations.
+        self._clock = clock
         self.registry = registry or ProviderRegistry()
         self.refresh_policy = refresh
         self.backoff_policy = backoff
@@ -237,7 +250,7 @@ class CredentialEngine:
             if entry is not None:
                 credential = entry.credential
                 if credential is not None:
-                    now = time.time()
+                    now = self._clock()
                     if now < entry.refresh_at:  # the fast path: nothing to do but count it
                         entry.used = now
                         entry.hits.inc()
@@ -262,7 +275,7 @@ class CredentialEngine:
             plan = self._plans.get(identity) if identity is not None else None
             entry = self._entries.get(plan) if plan is not None else None
             if entry is not None and entry.credential is not None:
-                now = time.time()
+                now = self._clock()
                 if now < entry.refresh_at:
                     entry.used = now
                     entry.hits.inc()
@@ -282,7 +295,7 @@ class CredentialEngine:
         caller must run it). Starts a background refresh when the credential is in its window."""
         if self._closed:
             raise CredentialError("the CredentialEngine is closed")
-        now = time.time()
+        now = self._clock()
         background: concurrent.futures.Future[Credential] | None = None
         with self._lock:
             entry = self._entries.get(plan)
@@ -301,8 +314,7 @@ class CredentialEngine:
                 result = (None, entry.flight, False)
             elif in_backoff:
                 self.metrics.cache_lookups.labels(plan.provider, "backoff").inc()
-                error = copy.copy(entry.error)
-                raise error.with_traceback(None) from None
+                raise _fresh_copy(entry.error) from None
             else:
                 self.metrics.cache_lookups.labels(plan.provider, "miss").inc()
                 entry.flight = concurrent.futures.Future()
@@ -324,7 +336,7 @@ class CredentialEngine:
 
     def _purge(self) -> None:
         # Lock held. Expired credentials first, then the least recently used, never one in flight.
-        now = time.time()
+        now = self._clock()
         idle = [e for e in self._entries.values() if e.flight is None]
         victims = [e for e in idle if e.credential is None or e.expires_at <= now]
         if len(self._entries) - len(victims) >= self.max_entries:
@@ -359,7 +371,7 @@ class CredentialEngine:
             if credential is not None:
                 old = entry.credential
                 entry.credential = credential
-                fetched_at = time.time()
+                fetched_at = self._clock()
                 expiry = credential.expiration_timestamp
                 entry.expires_at = expiry.timestamp() if expiry is not None else float("inf")
                 entry.refresh_at = (
@@ -409,9 +421,9 @@ class CredentialEngine:
         plan = profile if isinstance(profile, AccessPlan) else self.resolve(profile)
         with self._lock:
             entry = self._entries.get(plan)
-            if entry is None or entry.credential is not credential:
+            if entry is None or entry.credential is not credential or entry.expires_at == 0.0:
                 return False
-            entry.credential = None
+            # Kept (as expired) rather than dropped: the next fetch compares certificates with it.
             entry.expires_at = entry.refresh_at = 0.0
             return True
 

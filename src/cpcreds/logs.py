@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["get_logger", "redact_secrets", "configure_logging", "REDACTED"]
+__all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "REDACTED"]
 
 REDACTED = "[REDACTED]"
 
@@ -32,7 +32,8 @@ _SECRET_TEXT = [
 ]
 
 
-def _redact_text(text: str) -> str:
+def redact_text(text: str) -> str:
+    """``text`` with bearer tokens, private keys and ``token=...``-style values blanked."""
     for pattern, replacement in _SECRET_TEXT:
         text = pattern.sub(replacement, text)
     return text
@@ -42,9 +43,9 @@ def _redact_value(key: str, value: Any) -> Any:
     if key and _SECRET_KEY.search(key) and value not in (None, "", b""):
         return REDACTED
     if isinstance(value, str):
-        return _redact_text(value)
+        return redact_text(value)
     if isinstance(value, BaseException):
-        return _redact_text(f"{type(value).__name__}: {value}")
+        return redact_text(f"{type(value).__name__}: {value}")
     if isinstance(value, dict):
         return {k: _redact_value(str(k), v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -43,6 +43,7 @@ from ..errors import (
     ProviderError,
 )
 from ..hookspecs import hookimpl
+from ..logs import redact_text
 
 __all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult"]
 
@@ -96,7 +97,8 @@ def _is_interactive(spec: ExecSpec, provider: str) -> bool:
 def _tail(data: bytes) -> str:
     text = data.decode("utf-8", "replace").strip()
     text = " ".join(text.split())  # one line: error messages are one line
-    return text[-STDERR_TAIL_BYTES:]
+    # A plugin may echo a token or key while failing; error messages must never carry one.
+    return redact_text(text[-STDERR_TAIL_BYTES:])
 
 
 def _kill_group(pgid: int) -> None:
