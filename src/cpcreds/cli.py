@@ -18,6 +18,7 @@ from typing import Any
 
 from . import __version__
 from .access import AccessPlan
+from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .config import FLAG_SOURCE, ProviderConfig, Settings, load_config, parse_access_provider_flag
 from .errors import ConfigError, CredentialError
 from .logs import configure_logging, redact_secrets
@@ -48,7 +49,7 @@ environment:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2, as argparse does but without usage spam
-        self.exit(2, f"{self.prog}: usage error: {message} (see --help)\n")
+        self.exit(2, f"cpcreds: usage error: {message} (see {self.prog} --help)\n")
 
 
 def _add_provider_options(parser: argparse.ArgumentParser, *, required_profile: bool = True) -> None:
@@ -85,7 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         "plugin (KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for.",
     )
     _add_provider_options(get)
-    get.add_argument("--api-version", help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else v1)")
+    get.add_argument(
+        "--api-version",
+        choices=SUPPORTED_API_VERSIONS,
+        help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else client.authentication.k8s.io/v1)",
+    )
     get.set_defaults(handler=_cmd_get_credential)
 
     res = commands.add_parser("resolve", help="print the AccessPlan (provider, cluster, exec) as JSON")
@@ -161,7 +166,7 @@ def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
     from .plugin import PluginRequestError, read_request
 
     try:
-        request = read_request(default_api_version=args.api_version or settings.default_api_version)
+        request = read_request(default_api_version=args.api_version or API_VERSION_V1)
     except PluginRequestError as exc:
         raise ConfigError(str(exc)) from None
     api_version = args.api_version or request.api_version
@@ -216,6 +221,7 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     text = yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False)
     if args.output:
         fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # the mode of os.open applies only to a file it creates
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
     else:

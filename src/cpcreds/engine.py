@@ -321,7 +321,7 @@ class CredentialEngine:
                 result = (None, entry.flight, True)
         if background is not None:
             try:
-                self._executor.submit(self._fetch, plan, background)
+                self._executor.submit(self._fetch, plan, background, True)
             except RuntimeError:  # executor shut down by close(): just serve the cached credential
                 with self._lock:
                     entry.flight = None
@@ -347,7 +347,7 @@ class CredentialEngine:
                 self.metrics.cache_entries.dec()
                 self.metrics.track_certificate(id(self), entry.plan, None)
 
-    def _fetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential]) -> None:
+    def _fetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential], background: bool = False) -> None:
         """Run the provider once and publish the outcome to the entry and the flight's waiters."""
         started = time.perf_counter()
         error: CredentialError | None = None
@@ -389,7 +389,10 @@ class CredentialEngine:
             for adapter in list(self._adapters):
                 adapter.credential_changed(plan, credential)
         else:
-            _log.warning("credential fetch failed", provider=plan.provider, error=str(error), failures=entry.failures)
+            # A caller waiting on this flight gets the error itself; only a background refresh,
+            # which nobody waits for, needs the log to be seen.
+            log = _log.warning if background else _log.debug
+            log("credential fetch failed", provider=plan.provider, error=str(error), failures=entry.failures, background=background)
             flight.set_exception(error)  # type: ignore[arg-type]
 
     def _record(self, plan: AccessPlan, credential: Credential | None, error: CredentialError | None, duration: float) -> None:

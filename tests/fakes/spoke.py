@@ -266,6 +266,23 @@ class SpokeServer:
                         {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
                     ],
                 }
+            if path == "/apis":  # no API groups: clients fall back to the core group only
+                return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+            if path == "/api/v1":  # legacy discovery of the core group, as kubectl reads it
+                return 200, {
+                    "kind": "APIResourceList",
+                    "groupVersion": "v1",
+                    "resources": [
+                        {
+                            "name": "namespaces",
+                            "singularName": "namespace",
+                            "namespaced": False,
+                            "kind": "Namespace",
+                            "verbs": ["get", "list"],
+                            "shortNames": ["ns"],
+                        }
+                    ],
+                }
             if path == "/api/v1/namespaces":
                 return 200, {
                     "kind": "NamespaceList",
