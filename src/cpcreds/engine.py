@@ -24,6 +24,7 @@ One lock guards all of this state. Provider calls run outside it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import copy
 import json
@@ -109,7 +110,7 @@ class _Entry:
 
     __slots__ = ("plan", "credential", "expires_at", "refresh_at", "flight", "error", "failures", "retry_at", "hits", "used")
 
-    def __init__(self, plan: AccessPlan, hits: Any) -> None:
+    def __init__(self, plan: AccessPlan) -> None:
         self.plan = plan
         self.credential: Credential | None = None
         self.expires_at = 0.0  # wall-clock seconds; inf when the credential has no expiry
@@ -118,7 +119,7 @@ class _Entry:
         self.error: CredentialError | None = None
         self.failures = 0
         self.retry_at = 0.0  # monotonic seconds
-        self.hits = hits  # the bound cache-hit counter: binding labels costs more than the hit
+        self.hits = 0  # a plain int under the engine lock: a Prometheus inc() costs more than the hit
         self.used = 0.0
 
 
@@ -148,6 +149,13 @@ def _fresh_copy(error: CredentialError) -> CredentialError:
 
 def _profile_identity(profile: Any) -> Any:
     """A cheap key that changes whenever the profile's access data may have changed."""
+    if type(profile) is dict:  # the common case (the kubernetes client's dicts), checked first
+        meta = profile.get("metadata")
+        if type(meta) is dict:
+            uid = meta.get("uid")
+            rv = meta.get("resourceVersion")
+            if uid and rv:  # any change to the object changes its resourceVersion
+                return (uid, rv)
     if isinstance(profile, ClusterProfile):
         meta = profile.metadata
         if meta.uid and (meta.resource_version or meta.generation is not None):
@@ -213,6 +221,10 @@ class CredentialEngine:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cpcreds-fetch")
         self._closed = False
         self._adapters: list[Any] = []
+        #: (provider, result) -> count of lookups not held in entries (misses, backoffs, hits of
+        #: purged entries); the metrics collector adds the live entries' hits at scrape time.
+        self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.metrics.watch_lookups(self)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> CredentialEngine:
@@ -253,7 +265,7 @@ class CredentialEngine:
                     now = self._clock()
                     if now < entry.refresh_at:  # the fast path: nothing to do but count it
                         entry.used = now
-                        entry.hits.inc()
+                        entry.hits += 1
                         return credential
         return self.get_credential_for_plan(plan if entry is not None else self.resolve(profile))
 
@@ -278,7 +290,7 @@ class CredentialEngine:
                 now = self._clock()
                 if now < entry.refresh_at:
                     entry.used = now
-                    entry.hits.inc()
+                    entry.hits += 1
                     return entry.credential
         if plan is None:
             plan = self.resolve(profile)
@@ -307,16 +319,16 @@ class CredentialEngine:
             if credential is not None and now < entry.expires_at:
                 if now >= entry.refresh_at and entry.flight is None and not in_backoff:
                     background = entry.flight = concurrent.futures.Future()
-                entry.hits.inc()
+                entry.hits += 1
                 result: tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool] = (credential, None, False)
             elif entry.flight is not None:
-                self.metrics.cache_lookups.labels(plan.provider, "miss").inc()
+                self._lookups[(plan.provider, "miss")] += 1
                 result = (None, entry.flight, False)
             elif in_backoff:
-                self.metrics.cache_lookups.labels(plan.provider, "backoff").inc()
+                self._lookups[(plan.provider, "backoff")] += 1
                 raise _fresh_copy(entry.error) from None
             else:
-                self.metrics.cache_lookups.labels(plan.provider, "miss").inc()
+                self._lookups[(plan.provider, "miss")] += 1
                 entry.flight = concurrent.futures.Future()
                 result = (None, entry.flight, True)
         if background is not None:
@@ -330,7 +342,7 @@ class CredentialEngine:
     def _new_entry(self, plan: AccessPlan) -> _Entry:
         if len(self._entries) >= self.max_entries:
             self._purge()
-        entry = self._entries[plan] = _Entry(plan, self.metrics.cache_lookups.labels(plan.provider, "hit"))
+        entry = self._entries[plan] = _Entry(plan)
         self.metrics.cache_entries.inc()
         return entry
 
@@ -344,6 +356,7 @@ class CredentialEngine:
             victims += idle[: max(1, len(self._entries) // 10)]
         for entry in victims:
             if self._entries.pop(entry.plan, None) is not None:
+                self._lookups[(entry.plan.provider, "hit")] += entry.hits
                 self.metrics.cache_entries.dec()
                 self.metrics.track_certificate(id(self), entry.plan, None)
 
@@ -473,8 +486,11 @@ class CredentialEngine:
             self._closed = True
             adapters, self._adapters = list(self._adapters), []
             count = len(self._entries)
+            for entry in self._entries.values():
+                self._lookups[(entry.plan.provider, "hit")] += entry.hits
             self._entries.clear()
             self._plans.clear()
+        self.metrics.retire_lookups(self)
         self.metrics.cache_entries.dec(count)
         self.metrics.forget_owner(id(self))
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -490,3 +506,13 @@ class CredentialEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def lookup_counts(engine: CredentialEngine) -> dict[tuple[str, str], int]:
+    """(provider, result) -> cache lookups so far (for the metrics collector)."""
+    with engine._lock:
+        counts = collections.Counter(engine._lookups)
+        for entry in engine._entries.values():
+            if entry.hits:
+                counts[(entry.plan.provider, "hit")] += entry.hits
+    return dict(counts)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 import time
 from datetime import datetime, timezone
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 __all__ = ["Metrics", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
 
@@ -67,13 +70,9 @@ class Metrics:
             buckets=REQUEST_DURATION_BUCKETS,
             registry=registry,
         )
-        self.cache_lookups = Counter(
-            "cpcreds_credential_cache_lookups",
-            "get_credential calls answered from the cache (hit), by a fetch the caller waited for (miss), "
-            "or with the last error while backing off (backoff).",
-            ["provider", "result"],
-            registry=registry,
-        )
+        self._lookup_sources: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._retired_lookups: dict[tuple[str, str], int] = {}
+        registry.register(_LookupCollector(self))
         self.cache_entries = Gauge(
             "cpcreds_credential_cache_entries", "Credentials currently cached (all engines of the process).", registry=registry
         )
@@ -105,6 +104,34 @@ class Metrics:
         with self._lock:
             self._cert_expiries.pop(owner, None)
 
+    # -- cache lookups ---------------------------------------------------------------------
+
+    def watch_lookups(self, engine: Any) -> None:
+        """Count ``engine``'s cache lookups in cpcreds_credential_cache_lookups_total."""
+        with self._lock:
+            self._lookup_sources.add(engine)
+
+    def retire_lookups(self, engine: Any) -> None:
+        """A closing engine's counts stay in the totals (counters never go down)."""
+        from .engine import lookup_counts
+
+        counts = lookup_counts(engine)
+        with self._lock:
+            self._lookup_sources.discard(engine)
+            for key, value in counts.items():
+                self._retired_lookups[key] = self._retired_lookups.get(key, 0) + value
+
+    def lookup_totals(self) -> dict[tuple[str, str], int]:
+        from .engine import lookup_counts
+
+        with self._lock:
+            totals = dict(self._retired_lookups)
+            engines = list(self._lookup_sources)
+        for engine in engines:
+            for key, value in lookup_counts(engine).items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
+
     def _shortest_certificate_ttl(self) -> float:
         with self._lock:
             expiries = [when for owned in self._cert_expiries.values() for when in owned.values()]
@@ -116,3 +143,31 @@ class Metrics:
         """A cached certificate was replaced by a new one: record how long the old one lived."""
         if old_not_before is not None:
             self.certificate_rotation_age.observe(max(0.0, time.time() - old_not_before.timestamp()))
+
+
+class _LookupCollector(Collector):
+    """cpcreds_credential_cache_lookups_total, summed from the engines at scrape time.
+
+    A cache hit is the hottest path of the library; a plain integer increment under the lock the
+    engine already holds costs a fraction of a prometheus_client ``inc()``.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [self._family()]
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "cpcreds_credential_cache_lookups",
+            "get_credential calls answered from the cache (hit), by a fetch the caller waited for (miss), "
+            "or with the last error while backing off (backoff).",
+            labels=["provider", "result"],
+        )
+
+    def collect(self) -> list[CounterMetricFamily]:
+        family = self._family()
+        for (provider, result), value in sorted(self._metrics.lookup_totals().items()):
+            family.add_metric([provider, result], value)
+        return [family]
