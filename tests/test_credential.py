@@ -12,33 +12,10 @@ from cryptography.x509.oid import NameOID
 
 from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
 from cpcreds.credential import Credential, format_rfc3339, parse_rfc3339
+from tests.fakes.pki import make_key_pair
 
 UTC = timezone.utc
 TOKEN = "s3cr3t-bearer-token-value"
-
-
-def make_key_pair(
-    *, not_after: datetime | None = None, common_name: str = "fleet-client"
-) -> tuple[str, str, x509.Certificate]:
-    """A fresh EC key and a self-signed certificate for it, both PEM text."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(not_after or now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode("ascii")
-    return cert_pem, key_pem, cert
 
 
 @pytest.fixture(scope="module")

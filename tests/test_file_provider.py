@@ -20,6 +20,7 @@ from cpcreds.credential import Credential
 from cpcreds.errors import ConfigError, ProviderError
 from cpcreds.providers.file import FileProvider
 from cpcreds.registry import ProviderRegistry
+from tests.fakes.pki import make_key_pair as self_signed_pair
 
 UTC = timezone.utc
 PROVIDER = "fleet-files"
@@ -30,25 +31,8 @@ PROVIDER = "fleet-files"
 
 def make_key_pair(*, not_after: datetime | None = None) -> tuple[str, str]:
     """A fresh EC key and a self-signed certificate for it (PEM text: cert, key)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fleet-client")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(not_after or now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        cert.public_bytes(serialization.Encoding.PEM).decode("ascii"),
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode("ascii"),
-    )
+    cert_pem, key_pem, _ = self_signed_pair(not_after=not_after)
+    return cert_pem, key_pem
 
 
 def jwt(claims: dict[str, Any]) -> str:

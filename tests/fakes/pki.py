@@ -13,6 +13,9 @@ from typing import Literal
 
 import trustme
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 #: Names the server certificate is valid for. ``spoke.test`` never resolves; it
 #: exists so tests can connect to 127.0.0.1 while verifying a different name
@@ -104,3 +107,27 @@ class PKI:
             not_before=cert.not_valid_before_utc,
             not_after=cert.not_valid_after_utc,
         )
+
+
+def make_key_pair(
+    *, not_after: datetime | None = None, common_name: str = "fleet-client"
+) -> tuple[str, str, x509.Certificate]:
+    """A fresh EC key and a self-signed certificate for it, both PEM text (no CA involved)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(not_after or now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode("ascii")
+    return cert_pem, key_pem, cert
