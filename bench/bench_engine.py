@@ -17,7 +17,6 @@ import asyncio
 import statistics
 import threading
 import time
-from pathlib import Path
 
 from _common import PROFILE, config_for, count_runs, summary, tmpdir, write_plugin
 from prometheus_client import CollectorRegistry

@@ -6,9 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
 from cpcreds.credential import Credential, format_rfc3339, parse_rfc3339
