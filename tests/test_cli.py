@@ -596,3 +596,28 @@ def test_kubectl_shows_cpcreds_error_when_plugin_fails(tmp_path: Path, spoke: Sp
     assert "exited with code 7" in cpcreds_lines[0] and "login required" in cpcreds_lines[0]
     assert "Traceback" not in result.stderr
     assert not any(r.auth == "token" for r in spoke.requests)
+
+
+def test_plugins_exits_1_and_names_a_plugin_that_failed_to_load(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "cpcreds_broken_plugin").mkdir(parents=True)
+    (site / "cpcreds_broken_plugin" / "__init__.py").write_text("raise ImportError('needs libfoo')\n")
+    dist = site / "cpcreds_broken_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cpcreds-broken-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[cpcreds]\nbroken = cpcreds_broken_plugin\n")
+    env = cli_env(PYTHONPATH=str(site))
+    result = run_cli("plugins", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert "failed: broken (cpcreds-broken-plugin): ImportError: needs libfoo" in result.stdout
+    assert "exec" in result.stdout and "file" in result.stdout  # the rest still loaded
+    assert run_cli("plugins", cwd=tmp_path, env=cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="broken")).returncode == 0
+
+
+def test_kubeconfig_refuses_a_profile_listed_twice(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "providers.yaml", exec_entry("fake"))
+    one = cluster_profile("spoke-1", access_provider("fake"))
+    profiles = write_yaml(tmp_path / "fleet.yaml", {"apiVersion": "v1", "kind": "List", "items": [one, one]})
+    result = run_cli("kubeconfig", "--config", config, "--profile", profiles, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("ClusterProfile fleet-system/spoke-1 appears more than once; kubectl could not pick one")

@@ -181,6 +181,7 @@ def test_access_provider_flag_parses_kep_example() -> None:
     assert entry.exec_config.args == ("--flag1", "value1", "--flag2", "value2")
     assert entry.exec_config.api_version == "client.authentication.k8s.io/v1"
     assert entry.exec_config.interactive_mode == "Never"
+    assert entry.exec_config.provide_cluster_info is True  # the plugin gets the profile's cluster
     assert entry.profile_sourced_cli_args_policy == "Ignore"
 
 

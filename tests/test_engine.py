@@ -428,3 +428,73 @@ def test_secrets_appear_in_no_log_line_error_message_or_metric(make_engine, metr
     assert stream.getvalue(), "the failures were logged"
     for text in (*messages, stream.getvalue(), generate_latest(metrics).decode()):
         assert SECRET not in text
+
+
+# -- in-process providers: timeout and asyncio ----------------------------------------------------
+
+
+class HangingProvider:
+    def __init__(self, options: Any) -> None:
+        self.release = threading.Event()
+
+    def get_credential(self, plan: Any) -> Credential:
+        self.release.wait(30)
+        return Credential(token="too-late")
+
+
+class AsyncProvider:
+    def __init__(self, options: Any) -> None:
+        self.sync_calls = self.async_calls = 0
+        self.loops: list[Any] = []
+
+    def get_credential(self, plan: Any) -> Credential:
+        self.sync_calls += 1
+        return Credential(token="from-thread")
+
+    async def aget_credential(self, plan: Any) -> Credential:
+        self.async_calls += 1
+        self.loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0)
+        return Credential(token="from-event-loop")
+
+
+class SlowPlugin:
+    made: dict[str, Any] = {}
+
+    @hookimpl
+    def cpcreds_register_providers(self, register: Any) -> None:
+        def remember(cls: Any) -> Any:
+            def factory(options: Any) -> Any:
+                SlowPlugin.made[cls.__name__] = cls(options)
+                return SlowPlugin.made[cls.__name__]
+
+            return factory
+
+        register("hanging", remember(HangingProvider))
+        register("async", remember(AsyncProvider))
+
+
+def test_hung_in_process_provider_times_out_instead_of_hanging_callers(make_engine, metrics: CollectorRegistry) -> None:
+    from cpcreds import ProviderTimeout
+
+    engine = make_engine({"name": "fake", "type": "hanging", "timeout": "300ms"}, plugins=(SlowPlugin(),))
+    started = time.monotonic()
+    with pytest.raises(ProviderTimeout, match="provider fake: did not answer within 0.3s"):
+        engine.get_credential(profile())
+    assert time.monotonic() - started < 5
+    assert sample(metrics, "cpcreds_credential_requests_total", provider="fake", result="provider_timeout") == 1
+    SlowPlugin.made["HangingProvider"].release.set()
+
+
+def test_async_provider_is_awaited_on_the_callers_event_loop(make_engine) -> None:
+    engine = make_engine({"name": "fake", "type": "async"}, plugins=(SlowPlugin(),))
+
+    async def main() -> tuple[list[Credential], Any]:
+        results = await asyncio.gather(*(engine.aget_credential(profile()) for _ in range(10)))
+        return results, asyncio.get_running_loop()
+
+    results, loop = asyncio.run(main())
+    provider = SlowPlugin.made["AsyncProvider"]
+    assert {r.token for r in results} == {"from-event-loop"}
+    assert provider.async_calls == 1 and provider.sync_calls == 0
+    assert provider.loops == [loop]

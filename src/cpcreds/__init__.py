@@ -40,6 +40,7 @@ from .errors import (
     PluginTimeout,
     ProfileError,
     ProviderError,
+    ProviderTimeout,
 )
 from .hookspecs import Provider, hookimpl
 from .providers.exec import ExecProvider
@@ -81,6 +82,7 @@ __all__ = [
     "ProfileError",
     "NoMatchingProvider",
     "ProviderError",
+    "ProviderTimeout",
     "PluginError",
     "PluginNotFound",
     "PluginExecutionError",

@@ -143,7 +143,7 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
         ref = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p) or "<unnamed>"
         err = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(part) for part in err["loc"])
-        raise ProfileError(f"field {where}: {err['msg']}", profile=ref) from None
+        raise ProfileError(f"field {where}: {err['msg'].removeprefix('Value error, ')}", profile=ref) from None
 
 
 def _offered_providers(profile: ClusterProfile) -> dict[str, AccessProvider]:

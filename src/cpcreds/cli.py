@@ -213,6 +213,10 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
         base += ["--config", str(Path(args.config or settings.config).resolve())]
     for spec in args.access_providers:
         base += ["--clusterprofile-access-provider", spec]
+    refs = [profile_ref(p) for p in profiles]
+    repeated = sorted({ref for ref in refs if refs.count(ref) > 1})
+    if repeated:
+        raise ConfigError(f"{args.profile}: ClusterProfile {', '.join(repeated)} appears more than once; kubectl could not pick one")
     contexts = []
     for name, profile in zip(_context_names(profiles), profiles):
         plan: AccessPlan = resolve(config, profile)  # fail now, not when kubectl runs it
@@ -259,13 +263,13 @@ def _cmd_plugins(args: argparse.Namespace, settings: Settings) -> int:
     errors = [{"plugin": e.plugin, "distribution": e.distribution, "error": e.error} for e in registry.load_errors]
     if args.output == "json":
         _print_json({"providers": types, "loadErrors": errors})
-        return 0
+        return 1 if errors else 0
     for item in types:
         origin = item["plugin"] if item["distribution"] is None else f"{item['distribution']} {item['version']}"
         print(f"{item['type']:<16} {origin}")
     for item in errors:
         print(f"failed: {item['plugin']} ({item['distribution']}): {item['error']}")
-    return 0
+    return 1 if errors else 0  # a plugin that did not load is something to fix, also in scripts
 
 
 def main(argv: Sequence[str] | None = None) -> int:

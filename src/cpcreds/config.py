@@ -192,11 +192,13 @@ class ProviderConfig:
         return cls(entries, source=source)
 
 
-def _label(name: Any, index: int) -> str:
+def _label(name: Any, index: int | None) -> str:
+    if index is None:  # from a flag: there is no providers list to point into
+        return f'"{name}"'
     return f'"{name}" (providers[{index}])' if isinstance(name, str) and name else f"providers[{index}]"
 
 
-def _validate_entry(raw: Any, index: int, source: str, base_dir: Path | None) -> ProviderEntry:
+def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | None) -> ProviderEntry:
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
         raise ConfigError("must be a mapping", source=source, entry=label)
@@ -222,8 +224,10 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
     if exec_config is not None and entry.type is not None:
         raise fail("has both execConfig and type; an entry is one or the other", "type")
     if exec_config is None:
-        if entry.profile_sourced_cli_args_policy != "Ignore" or entry.profile_sourced_env_vars_policy != "Ignore":
+        if entry.profile_sourced_cli_args_policy != "Ignore":
             raise fail("profile-sourced policies apply only to execConfig providers", "profileSourcedCLIArgsPolicy")
+        if entry.profile_sourced_env_vars_policy != "Ignore":
+            raise fail("profile-sourced policies apply only to execConfig providers", "profileSourcedEnvVarsPolicy")
         if not entry.type:
             raise fail("must not be empty", "type")
         return entry
@@ -293,7 +297,9 @@ def parse_access_provider_flag(
     """Parse one ``--clusterprofile-access-provider`` value: ``NAME='COMMAND ARG...'`` (KEP-5339).
 
     The command line after ``=`` is split as a POSIX shell would (quotes optional). Flag-defined
-    providers ignore profile-sourced args and env (the KEP's default) and use ``api_version``.
+    providers use ``api_version``, receive the profile's cluster (``provideClusterInfo: true``:
+    KEP-5339 has the library pass the ClusterProfile's cluster to the plugin, and a flag has no
+    way to ask for it), and ignore profile-sourced args and env (the KEP's default).
     """
     name, sep, command_line = spec.partition("=")
     name = name.strip()
@@ -311,10 +317,10 @@ def parse_access_provider_flag(
         raise ConfigError("no command after '='", source=FLAG_SOURCE, entry=f'"{name}"')
     raw = {
         "name": name,
-        "execConfig": {"apiVersion": api_version, "command": argv[0], "args": argv[1:]},
+        "execConfig": {"apiVersion": api_version, "command": argv[0], "args": argv[1:], "provideClusterInfo": True},
         "timeout": _format_duration(timeout),
     }
-    return _validate_entry(raw, 0, FLAG_SOURCE, None)
+    return _validate_entry(raw, None, FLAG_SOURCE, None)
 
 
 class Settings(BaseSettings):
@@ -332,7 +338,8 @@ class Settings(BaseSettings):
     log_format: Literal["console", "json"] = "console"
     #: ``host:port`` for the Prometheus endpoint of ``serve`` (empty: none).
     metrics_address: str = ""
-    #: Timeout of providers that name none, e.g. those given by flag.
+    #: Timeout of providers given by ``--clusterprofile-access-provider`` (file entries that name
+    #: none get 60s, so that a config file means the same everywhere).
     default_timeout: str = "60s"
     #: apiVersion used for providers given by ``--clusterprofile-access-provider``.
     default_api_version: str = API_VERSION_V1

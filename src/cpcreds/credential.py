@@ -21,7 +21,8 @@ _RFC3339 = re.compile(
 def parse_rfc3339(value: str) -> datetime:
     """Parse an RFC 3339 timestamp into an aware UTC datetime; ``ValueError`` if it is not one."""
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise ValueError(f"expirationTimestamp {value!r} is not an RFC 3339 timestamp")
+        # The value is not quoted: a lying plugin may put anything there, a token included.
+        raise ValueError("expirationTimestamp is not an RFC 3339 timestamp")
     text = value.upper().replace("Z", "+00:00")
     head, _, tail = text.partition(".")
     if tail:  # fromisoformat takes at most 6 fraction digits; Go allows 9

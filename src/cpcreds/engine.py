@@ -50,10 +50,12 @@ from .errors import (
     PluginOutputError,
     PluginTimeout,
     ProviderError,
+    ProviderTimeout,
 )
 from .hookspecs import Provider
 from .logs import get_logger
 from .metrics import Metrics
+from .providers.exec import ExecProvider
 from .registry import ProviderRegistry
 
 __all__ = ["CredentialEngine", "RefreshPolicy", "BackoffPolicy", "call_provider"]
@@ -128,6 +130,8 @@ def _result_label(exc: BaseException) -> str:
         return "plugin_not_found"
     if isinstance(exc, PluginTimeout):
         return "plugin_timeout"
+    if isinstance(exc, ProviderTimeout):
+        return "provider_timeout"
     if isinstance(exc, PluginOutputError):
         return "plugin_output_error"
     if isinstance(exc, InteractiveModeError):
@@ -219,6 +223,9 @@ class CredentialEngine:
         self._entries: dict[AccessPlan, _Entry] = {}
         self._plans: dict[Any, AccessPlan] = {}
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cpcreds-fetch")
+        self._provider_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="cpcreds-provider"
+        )
         self._closed = False
         self._adapters: list[Any] = []
         #: (provider, result) -> count of lookups not held in entries (misses, backoffs, hits of
@@ -299,7 +306,11 @@ class CredentialEngine:
             return credential
         assert flight is not None
         if leader:
-            self._executor.submit(self._fetch, plan, flight)
+            provider = self._providers.get(plan.provider)
+            if asyncio.iscoroutinefunction(getattr(provider, "aget_credential", None)):
+                await self._afetch(plan, flight, provider)
+            else:
+                self._executor.submit(self._fetch, plan, flight)
         return await asyncio.wrap_future(flight)
 
     def _claim(self, plan: AccessPlan) -> tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool]:
@@ -361,26 +372,72 @@ class CredentialEngine:
                 self.metrics.track_certificate(id(self), entry.plan, None)
 
     def _fetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential], background: bool = False) -> None:
-        """Run the provider once and publish the outcome to the entry and the flight's waiters."""
+        """Run the provider once (in this thread) and publish the outcome."""
         started = time.perf_counter()
-        error: CredentialError | None = None
-        credential: Credential | None = None
+        credential, error = None, None
         try:
-            provider = self._providers.get(plan.provider)
-            if provider is None:
-                raise CredentialError(f"provider {plan.provider}: not in this engine's config")
-            credential = call_provider(provider, plan)
+            credential = self._call(plan)
         except CredentialError as exc:
             error = exc
         except BaseException as exc:  # noqa: BLE001 - waiters must never hang on a lost flight
             error = ProviderError(f"internal error: {type(exc).__name__}: {exc}", provider=plan.provider)
-        duration = time.perf_counter() - started
+        self._publish(plan, flight, credential, error, time.perf_counter() - started, background)
+
+    async def _afetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential], provider: Any) -> None:
+        """As :meth:`_fetch`, on the event loop, for a provider with ``async def aget_credential``."""
+        started = time.perf_counter()
+        credential, error = None, None
+        try:
+            result = await asyncio.wait_for(provider.aget_credential(plan), plan.timeout)
+            if not isinstance(result, Credential):
+                raise ProviderError(f"returned {type(result).__name__}, not a Credential", provider=plan.provider)
+            credential = result
+        except asyncio.TimeoutError:
+            error = ProviderTimeout(f"did not answer within {plan.timeout:g}s", provider=plan.provider)
+        except CredentialError as exc:
+            error = exc
+        except asyncio.CancelledError:
+            error = ProviderError("cancelled while fetching", provider=plan.provider)
+            self._publish(plan, flight, None, error, time.perf_counter() - started, False)
+            raise
+        except Exception as exc:
+            error = ProviderError(f"{type(exc).__name__}: {exc}", provider=plan.provider)
+        self._publish(plan, flight, credential, error, time.perf_counter() - started, False)
+
+    def _call(self, plan: AccessPlan) -> Credential:
+        provider = self._providers.get(plan.provider)
+        if provider is None:
+            raise CredentialError(f"provider {plan.provider}: not in this engine's config")
+        if isinstance(provider, ExecProvider):
+            return call_provider(provider, plan)  # the exec runner enforces plan.timeout itself
+        # An in-process provider cannot be killed; it runs in its own pool and is waited for at
+        # most plan.timeout, so a hung provider fails its callers instead of hanging them.
+        future = self._provider_pool.submit(call_provider, provider, plan)
+        try:
+            return future.result(timeout=plan.timeout)
+        except concurrent.futures.TimeoutError:
+            raise ProviderTimeout(f"did not answer within {plan.timeout:g}s", provider=plan.provider) from None
+
+    def _publish(
+        self,
+        plan: AccessPlan,
+        flight: concurrent.futures.Future[Credential],
+        credential: Credential | None,
+        error: CredentialError | None,
+        duration: float,
+        background: bool,
+    ) -> None:
+        """Store the outcome of one fetch and wake everyone waiting on ``flight``."""
+        if flight.done():  # already published (a cancelled async fetch); nothing left to tell
+            return
         self._record(plan, credential, error, duration)
+        old = None
         with self._lock:
             entry = self._entries.get(plan)
             if entry is None:  # purged meanwhile: keep a home for the result
                 entry = self._new_entry(plan)
-            entry.flight = None
+            if entry.flight is flight:
+                entry.flight = None
             if credential is not None:
                 old = entry.credential
                 entry.credential = credential
@@ -396,16 +453,15 @@ class CredentialEngine:
                 entry.error = error
                 entry.failures += 1
                 entry.retry_at = time.monotonic() + self.backoff_policy.delay(entry.failures)
+            failures = entry.failures
         if credential is not None:
             self._note_certificate(plan, old, credential)
             flight.set_result(credential)
-            for adapter in list(self._adapters):
-                adapter.credential_changed(plan, credential)
         else:
             # A caller waiting on this flight gets the error itself; only a background refresh,
             # which nobody waits for, needs the log to be seen.
             log = _log.warning if background else _log.debug
-            log("credential fetch failed", provider=plan.provider, error=str(error), failures=entry.failures, background=background)
+            log("credential fetch failed", provider=plan.provider, error=str(error), failures=failures, background=background)
             flight.set_exception(error)  # type: ignore[arg-type]
 
     def _record(self, plan: AccessPlan, credential: Credential | None, error: CredentialError | None, duration: float) -> None:
@@ -494,6 +550,7 @@ class CredentialEngine:
         self.metrics.cache_entries.dec(count)
         self.metrics.forget_owner(id(self))
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self._provider_pool.shutdown(wait=False, cancel_futures=True)  # a hung provider is not waited for
         for adapter in adapters:
             adapter.close()
         for provider in self._providers.values():

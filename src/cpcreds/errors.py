@@ -13,6 +13,7 @@ __all__ = [
     "ProfileError",
     "NoMatchingProvider",
     "ProviderError",
+    "ProviderTimeout",
     "PluginError",
     "PluginNotFound",
     "PluginExecutionError",
@@ -94,6 +95,10 @@ class ProviderError(CredentialError):
         super().__init__(f"provider {provider}: {message}" if provider else message)
 
 
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within its ``timeout``."""
+
+
 class PluginError(ProviderError):
     """An exec plugin (KEP-541) failed."""
 
@@ -108,7 +113,7 @@ class PluginExecutionError(PluginError):
     """The plugin ran and failed: non-zero exit, killed by a signal, or too much output."""
 
 
-class PluginTimeout(PluginExecutionError):
+class PluginTimeout(PluginExecutionError, ProviderTimeout):
     """The plugin did not answer within the provider's timeout; its process group was killed."""
 
 

@@ -67,8 +67,11 @@ class Provider(Protocol):
     ``plan.timeout`` seconds. Raise :class:`ProviderError` (or any exception; it is wrapped) to
     fail; never put a secret in the message. Caching is the engine's job, not the provider's.
 
-    Optionally a provider may define ``async def aget_credential(self, plan)`` (used by asyncio
-    callers instead of a worker thread) and ``close()`` (called when the engine closes).
+    Optionally a provider may define ``async def aget_credential(self, plan)``: asyncio callers
+    then await it on their event loop (bounded by ``plan.timeout``) instead of running
+    ``get_credential`` in a worker thread; and ``close()``, called when the engine closes.
+    ``get_credential`` of an in-process provider is bounded by ``plan.timeout`` too: past it,
+    callers get :class:`~cpcreds.ProviderTimeout` while the call is left to finish on its own.
     """
 
     def get_credential(self, plan: AccessPlan) -> Credential: ...

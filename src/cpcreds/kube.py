@@ -7,9 +7,11 @@ Each adapter ties one ClusterProfile to a client ``Configuration``:
   own HTTPS_PROXY/NO_PROXY handling applies);
 - a bearer token through ``refresh_api_key_hook``, seeded so the client calls the hook on every
   request; the hook is the engine's cache hit (microseconds) or, near expiry, its refresh;
-- client certificates through files in a private 0700 directory (0600 files, replaced atomically
-  on rotation, removed on close and at exit), because both clients only take certificate paths;
-  on rotation the connection pool is dropped so new connections present the new certificate;
+- client certificates through a file in a private 0700 directory (0600, certificate and key in one
+  file replaced atomically on rotation, removed on close and at exit), because both clients only
+  take certificate paths; on rotation the REST client (its connection pool, and for
+  ``kubernetes.aio`` its SSL context and session) is rebuilt so new connections present the new
+  certificate;
 - ``api_client()`` retries a request once after a 401, with a credential fetched after
   :meth:`CredentialEngine.invalidate` — never with no credential: a failing provider raises a
   :class:`~cpcreds.CredentialError` and no request is sent.
@@ -18,9 +20,9 @@ Each adapter ties one ClusterProfile to a client ``Configuration``:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
-import ssl
 import tempfile
 import threading
 import weakref
@@ -51,10 +53,28 @@ def _write_private(directory: str, name: str, data: str) -> str:
     path = os.path.join(directory, name)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(data)
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+    except BaseException:
+        # A leftover would make every later O_EXCL open of this name fail.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
+
+
+def _with_auth(headers: Mapping[str, Any] | None, credential: Credential) -> dict[str, Any]:
+    """``headers`` carrying exactly ``credential``'s bearer token (none for a certificate).
+
+    The generated clients name the header ``authorization``; adding ``Authorization`` next to it
+    would send both, and the server reads the first - the rejected one.
+    """
+    fresh = {key: value for key, value in (headers or {}).items() if key.lower() != "authorization"}
+    if credential.token:
+        fresh["authorization"] = f"Bearer {credential.token}"
+    return fresh
 
 
 class CredentialBinding:
@@ -90,9 +110,12 @@ class CredentialBinding:
             cert_changed = (previous.client_certificate_data if previous else None) != credential.client_certificate_data
             if cert_changed:
                 if credential.client_certificate_data and credential.client_key_data:
-                    directory = self._private_dir()
-                    conf.cert_file = _write_private(directory, "client.crt", credential.client_certificate_data)
-                    conf.key_file = _write_private(directory, "client.key", credential.client_key_data)
+                    # Certificate and key in one file (ssl's load_cert_chain reads the key from it
+                    # when keyfile is None), so one rename swaps the pair: a connection opened
+                    # mid-rotation never loads the new certificate with the old key.
+                    pem = credential.client_certificate_data.rstrip("\n") + "\n" + credential.client_key_data
+                    conf.cert_file = _write_private(self._private_dir(), "client.pem", pem)
+                    conf.key_file = None
                 else:
                     conf.cert_file = conf.key_file = None
                 self.cert_serial += 1
@@ -188,32 +211,41 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.client.ApiClient`` for the profile: fresh credentials, 401 -> refresh and
     retry once, connection pool renewed when the client certificate rotates."""
     from kubernetes import client
+    from kubernetes.client import rest
 
     class CredentialedApiClient(client.ApiClient):
         def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
             super().__init__(configuration)
             self._binding = binding
             self._cert_serial = binding.cert_serial
+            self._rotation_lock = threading.Lock()
 
         def _renew_pool_if_rotated(self) -> None:
-            if self._binding.cert_serial != self._cert_serial:
+            # A new REST client, not just pool_manager.clear(): the PoolManager captured cert_file
+            # when it was built (None if the first credential was a token-only one).
+            if self._binding.cert_serial == self._cert_serial:
+                return
+            with self._rotation_lock:
+                if self._binding.cert_serial == self._cert_serial:
+                    return
                 self._cert_serial = self._binding.cert_serial
-                self.rest_client.pool_manager.clear()  # new connections load the new files
+                old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
+            old.close()  # idle keep-alive connections still present the old certificate
 
         def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
             credential = self._binding.ensure()
             self._renew_pool_if_rotated()
-            response = super().call_api(method, url, header_params, *args, **kwargs)
+            # The header was filled by the hook during serialisation; send the credential that a
+            # 401 will invalidate, even if a refresh landed in between.
+            response = super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
             if response.status != 401:
                 return response
             fresh = self._binding.refresh_after_401(credential)
             if fresh is credential:
                 return response
+            response.read()  # drain the 401 so its connection goes back to the pool
             self._renew_pool_if_rotated()
-            headers = dict(header_params or {})
-            if fresh.token:
-                headers["Authorization"] = f"Bearer {fresh.token}"
-            return super().call_api(method, url, headers, *args, **kwargs)
+            return super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
 
         def close(self) -> None:
             try:
@@ -246,6 +278,7 @@ async def abuild_config(engine: CredentialEngine, profile: ClusterProfileLike) -
 async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.aio.client.ApiClient``: as :func:`api_client`, for asyncio."""
     from kubernetes.aio import client
+    from kubernetes.aio.client import rest
 
     class CredentialedApiClient(client.ApiClient):
         def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
@@ -254,40 +287,28 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
             self._cert_serial = binding.cert_serial
 
         async def _renew_session_if_rotated(self) -> None:
-            # kubernetes.aio builds its SSL context once; a new certificate needs a new context
-            # and a new session, which the REST client creates lazily on the next request.
+            # kubernetes.aio loads the certificate into its SSL context once, when the REST client
+            # is built; a new certificate needs a new REST client (context, session, retry client).
             if self._binding.cert_serial == self._cert_serial:
                 return
-            self._cert_serial = self._binding.cert_serial
-            rest = self.rest_client
-            conf = self.configuration
-            context = ssl.create_default_context(cafile=conf.ssl_ca_cert, cadata=conf.ca_cert_data)
-            if conf.cert_file:
-                context.load_cert_chain(conf.cert_file, keyfile=conf.key_file)
-            if not conf.verify_ssl:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            old_session, old_retry = rest.pool_manager, rest.retry_client
-            rest.ssl_context, rest.pool_manager, rest.retry_client = context, None, None
-            if old_retry is not None:
-                await old_retry.close()
-            if old_session is not None:
-                await old_session.close()
+            self._cert_serial = self._binding.cert_serial  # before the await: one task renews
+            old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
+            # Closing drops the old certificate's connections, open ones included, as client-go
+            # does on rotation; watches on them end and are re-established by their callers.
+            await old.close()
 
         async def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
             credential = await self._binding.aensure()
             await self._renew_session_if_rotated()
-            response = await super().call_api(method, url, header_params, *args, **kwargs)
+            response = await super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
             if response.status != 401:
                 return response
             fresh = await self._binding.arefresh_after_401(credential)
             if fresh is credential:
                 return response
+            await response.read()  # release the 401's connection
             await self._renew_session_if_rotated()
-            headers = dict(header_params or {})
-            if fresh.token:
-                headers["Authorization"] = f"Bearer {fresh.token}"
-            return await super().call_api(method, url, headers, *args, **kwargs)
+            return await super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
 
         async def close(self) -> None:
             try:

@@ -28,7 +28,7 @@ _SECRET_KEY = re.compile(r"(token|secret|password|passwd|authorization|private|k
 _SECRET_TEXT = [
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S), REDACTED),
     (re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+"), r"\1 " + REDACTED),
-    (re.compile(r"(?i)(\"?(?:token|clientKeyData|password|secret)\"?\s*[:=]\s*\"?)[^\s\"',;}]+"), r"\1" + REDACTED),
+    (re.compile(r"(?i)((?<![\w-])\"?(?:token|clientKeyData|password|secret)\"?\s*[:=]\s*\"?)[^\s\"',;}]+"), r"\1" + REDACTED),
 ]
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import yaml
@@ -33,8 +35,9 @@ from pydantic import ValidationError
 
 from ..access import AccessPlan, ExecSpec, cluster_to_wire
 from ..api import EXEC_INFO_ENV, ExecCredential
-from ..credential import Credential
+from ..credential import Credential, format_rfc3339
 from ..errors import (
+    CLIENT_INTERNAL_ERROR,
     InteractiveModeError,
     PluginExecutionError,
     PluginNotFound,
@@ -52,6 +55,8 @@ MAX_STDOUT_BYTES = 4 * 1024 * 1024
 #: How much of the plugin's stderr is kept for the error message (the end is the useful part).
 STDERR_TAIL_BYTES = 4096
 _READ_CHUNK = 65536
+#: How far in the future a client certificate's notBefore may be (clock differences).
+CLOCK_SKEW = timedelta(minutes=5)
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -154,7 +159,9 @@ class ExecProvider:
         except OSError as exc:
             if exc.errno in (errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR):
                 raise PluginNotFound(f"exec: executable {command} cannot be run: {exc.strerror}", provider=provider) from None
-            raise PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider) from None
+            error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
+            error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
+            raise error from None
         return self._collect(proc, plan, interactive)
 
     def _not_found(self, spec: ExecSpec, provider: str, env: dict[str, str]) -> PluginNotFound:
@@ -290,11 +297,11 @@ class ExecProvider:
             raise bad(f"a {type(document).__name__}, not an ExecCredential object")
         api_version, kind = document.get("apiVersion"), document.get("kind")
         if kind != "ExecCredential":
-            raise bad(f"kind {kind!r}, expected 'ExecCredential'")
+            raise bad(f"kind {_shown(kind, _KIND_SHAPE)}, expected 'ExecCredential'")
         if api_version != spec.api_version:
             raise bad(
-                f"apiVersion {api_version!r}, but it is configured to use {spec.api_version!r} "
-                "(the answer must use the requested version)"
+                f"apiVersion {_shown(api_version, _API_VERSION_SHAPE)}, but it is configured to use "
+                f"{spec.api_version!r} (the answer must use the requested version)"
             )
         try:
             answer = ExecCredential.model_validate(document)
@@ -304,9 +311,33 @@ class ExecProvider:
         if answer.status is None:
             raise bad("no status field")
         try:
-            return Credential.from_status(answer.status)
+            credential = Credential.from_status(answer.status)
         except ValueError as exc:
             raise bad(f"an unusable credential: {exc}") from None
+        not_after, not_before = credential.certificate_not_after, credential.certificate_not_before
+        if not_after is not None and not_before is not None:
+            # KEP-541: "The certificate must be valid at the time of execution." Clocks differ a
+            # little between machines, so a certificate from the near future is accepted.
+            now = datetime.now(timezone.utc)
+            if not_after <= now:
+                raise bad(f"a client certificate that expired at {format_rfc3339(not_after)}")
+            if not_before > now + CLOCK_SKEW:
+                raise bad(f"a client certificate that is not valid before {format_rfc3339(not_before)}")
+        return credential
+
+
+# Values of a rejected answer are quoted only when they have the shape of what belongs there; a
+# lying plugin could put anything in them, a token included.
+_API_VERSION_SHAPE = re.compile(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*/)?v\d+(?:(?:alpha|beta)\d+)?")
+_KIND_SHAPE = re.compile(r"[A-Z][A-Za-z]{0,62}")
+
+
+def _shown(value: Any, shape: re.Pattern[str]) -> str:
+    if value is None:
+        return "missing"
+    if isinstance(value, str) and shape.fullmatch(value):
+        return repr(value)
+    return f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
 
 
 def _open_pidfd(pid: int) -> int | None:

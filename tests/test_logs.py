@@ -1,0 +1,72 @@
+"""Redaction: secrets leave no trace in log lines; ordinary words survive."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from cpcreds.logs import REDACTED, configure_logging, get_logger, redact_text
+
+KEY = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBx\n-----END EC PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Bearer abc.def", f"Authorization: Bearer {REDACTED}"),
+        ('{"token": "abc"}', f'{{"token": "{REDACTED}"}}'),
+        ("token=abc rest", f"token={REDACTED} rest"),
+        (f"key follows {KEY} end", f"key follows {REDACTED} end"),
+        ("get-token: cannot reach https://sts.example", "get-token: cannot reach https://sts.example"),
+        ("refresh_token_file: /var/run/x", "refresh_token_file: /var/run/x"),
+    ],
+)
+def test_redact_text(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+@pytest.fixture
+def captured() -> io.StringIO:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    configure_logging("debug", "json", stream=stream)
+    yield stream
+    for handler in list(root.handlers):
+        if handler not in before:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def test_library_events_are_redacted_by_key_and_by_shape(captured: io.StringIO) -> None:
+    get_logger("cpcreds.test").warning("fetched", token="abc", provider="google", detail="Bearer xyz", client_key_data=KEY)
+    event = json.loads(captured.getvalue())
+    assert event == {
+        "level": "warning",
+        "logger": "cpcreds.test",
+        "event": "fetched",
+        "token": REDACTED,
+        "provider": "google",
+        "detail": f"Bearer {REDACTED}",
+        "client_key_data": REDACTED,
+    }
+
+
+def test_records_of_other_libraries_are_redacted_too(captured: io.StringIO) -> None:
+    logging.getLogger("urllib3").warning("header Authorization: Bearer sekrit")
+    assert "sekrit" not in captured.getvalue()
+
+
+def test_library_configures_no_logging_on_import() -> None:
+    import importlib
+
+    import cpcreds
+
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    importlib.reload(cpcreds)
+    assert root.handlers == handlers
+    assert not logging.getLogger("cpcreds").handlers
