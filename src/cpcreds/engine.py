@@ -32,6 +32,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -227,7 +228,8 @@ class CredentialEngine:
             max_workers=max_workers, thread_name_prefix="cpcreds-provider"
         )
         self._closed = False
-        self._adapters: list[Any] = []
+        # Weak: a client the application drops without close() must not be kept alive by us.
+        self._adapters: weakref.WeakSet[Any] = weakref.WeakSet()
         #: (provider, result) -> count of lookups not held in entries (misses, backoffs, hits of
         #: purged entries); the metrics collector adds the live entries' hits at scrape time.
         self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -502,13 +504,13 @@ class CredentialEngine:
     # -- adapters and lifetime ---------------------------------------------------------------
 
     def _register_adapter(self, adapter: Any) -> None:
+        """Remember a client binding so that :meth:`close` can remove its certificate files."""
         with self._lock:
-            self._adapters.append(adapter)
+            self._adapters.add(adapter)
 
     def _unregister_adapter(self, adapter: Any) -> None:
         with self._lock:
-            if adapter in self._adapters:
-                self._adapters.remove(adapter)
+            self._adapters.discard(adapter)
 
     def build_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """A ``kubernetes.client.Configuration`` for the profile's cluster that stays fresh."""
@@ -540,7 +542,8 @@ class CredentialEngine:
             if self._closed:
                 return
             self._closed = True
-            adapters, self._adapters = list(self._adapters), []
+            adapters = list(self._adapters)
+            self._adapters.clear()
             count = len(self._entries)
             for entry in self._entries.values():
                 self._lookups[(entry.plan.provider, "hit")] += entry.hits

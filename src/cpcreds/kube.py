@@ -92,10 +92,6 @@ class CredentialBinding:
         self._finalizer: weakref.finalize | None = None
         engine._register_adapter(self)
 
-    # The engine tells adapters about new credentials; bindings pick them up on the next request.
-    def credential_changed(self, plan: AccessPlan, credential: Credential) -> None:
-        return None
-
     def apply(self, credential: Credential) -> bool:
         """Point the configuration at ``credential``; True when the client certificate changed."""
         with self._lock:
@@ -240,10 +236,12 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
             response = super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
             if response.status != 401:
                 return response
+            # Drain the 401 first (read() keeps the body for the caller) so its connection goes
+            # back to the pool even when the refresh below raises.
+            response.read()
             fresh = self._binding.refresh_after_401(credential)
             if fresh is credential:
                 return response
-            response.read()  # drain the 401 so its connection goes back to the pool
             self._renew_pool_if_rotated()
             return super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
 
@@ -303,10 +301,10 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
             response = await super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
             if response.status != 401:
                 return response
+            await response.read()  # release the 401's connection, even if the refresh raises
             fresh = await self._binding.arefresh_after_401(credential)
             if fresh is credential:
                 return response
-            await response.read()  # release the 401's connection
             await self._renew_session_if_rotated()
             return await super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
 
