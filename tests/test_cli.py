@@ -71,25 +71,25 @@ def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(result.stdout)
 
 
-def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    """Assert the documented failure shape (exit 1, one `cpcreds: error:` line) and return it."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
+def one_line(result: subprocess.CompletedProcess[str], exit_code: int, shape: re.Pattern[str]) -> str:
+    """Assert a documented failure shape (exit code, one stderr line, nothing else) and return it."""
+    assert result.returncode == exit_code, (result.stdout, result.stderr)
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert ERROR_LINE.match(lines[0]), lines[0]
+    assert shape.match(lines[0]), lines[0]
     return lines[0]
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """Exit 1 and one ``cpcreds: error:`` line."""
+    return one_line(result, 1, ERROR_LINE)
 
 
 def one_usage_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert USAGE_LINE.match(lines[0]), lines[0]
-    return lines[0]
+    """Exit 2 and one ``cpcreds: usage error:`` line."""
+    return one_line(result, 2, USAGE_LINE)
 
 
 # -- files -------------------------------------------------------------------------------------
