@@ -262,21 +262,29 @@ class CredentialEngine:
 
     # -- getting ---------------------------------------------------------------------------
 
+    def _cached(self, profile: Any) -> tuple[AccessPlan | None, Credential | None]:
+        """The fast path: the profile's remembered plan and, when it needs no refresh yet, the
+        cached credential. A dict lookup and a clock read under the lock, nothing more."""
+        identity = _profile_identity(profile)
+        if identity is None:
+            return None, None
+        with self._lock:
+            plan = self._plans.get(identity)
+            entry = self._entries.get(plan) if plan is not None else None
+            if entry is not None and entry.credential is not None:
+                now = self._clock()
+                if now < entry.refresh_at:
+                    entry.used = now
+                    entry.hits += 1
+                    return plan, entry.credential
+        return plan, None
+
     def get_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
         """A valid credential for ``profile``; waits for a provider call only when none is cached."""
-        identity = _profile_identity(profile)
-        with self._lock:
-            plan = self._plans.get(identity) if identity is not None else None
-            entry = self._entries.get(plan) if plan is not None else None
-            if entry is not None:
-                credential = entry.credential
-                if credential is not None:
-                    now = self._clock()
-                    if now < entry.refresh_at:  # the fast path: nothing to do but count it
-                        entry.used = now
-                        entry.hits += 1
-                        return credential
-        return self.get_credential_for_plan(plan if entry is not None else self.resolve(profile))
+        plan, credential = self._cached(profile)
+        if credential is not None:
+            return credential
+        return self.get_credential_for_plan(plan or self.resolve(profile))
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`get_credential`, for a plan already resolved."""
@@ -289,20 +297,13 @@ class CredentialEngine:
         return flight.result()
 
     async def aget_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
-        """asyncio version of :meth:`get_credential`: same cache, same single-flight. Provider calls
-        run in the engine's worker threads, never on the event loop."""
-        identity = _profile_identity(profile)
-        with self._lock:
-            plan = self._plans.get(identity) if identity is not None else None
-            entry = self._entries.get(plan) if plan is not None else None
-            if entry is not None and entry.credential is not None:
-                now = self._clock()
-                if now < entry.refresh_at:
-                    entry.used = now
-                    entry.hits += 1
-                    return entry.credential
-        if plan is None:
-            plan = self.resolve(profile)
+        """asyncio version of :meth:`get_credential`: same cache, same single-flight. Exec plugins
+        and synchronous providers run in the engine's worker threads, never on the event loop; a
+        provider with ``async def aget_credential`` is awaited on the caller's loop."""
+        plan, credential = self._cached(profile)
+        if credential is not None:
+            return credential
+        plan = plan or self.resolve(profile)
         credential, flight, leader = self._claim(plan)
         if credential is not None:
             return credential

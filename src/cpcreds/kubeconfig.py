@@ -6,12 +6,11 @@ the ClusterProfile) and a command line; the credential is fetched when kubectl r
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .access import AccessPlan
+from .access import AccessPlan, cluster_to_wire
 from .api import API_VERSION_V1
 
 __all__ = ["KubeconfigContext", "build_kubeconfig"]
@@ -28,19 +27,8 @@ class KubeconfigContext:
 
 
 def _cluster(plan: AccessPlan) -> dict[str, Any]:
-    cluster = plan.cluster
-    out: dict[str, Any] = {"server": cluster.server}
-    if cluster.certificate_authority_data:
-        out["certificate-authority-data"] = base64.b64encode(cluster.certificate_authority_data).decode("ascii")
-    if cluster.tls_server_name:
-        out["tls-server-name"] = cluster.tls_server_name
-    if cluster.insecure_skip_tls_verify:
-        out["insecure-skip-tls-verify"] = True
-    if cluster.proxy_url:
-        out["proxy-url"] = cluster.proxy_url
-    if cluster.disable_compression:
-        out["disable-compression"] = True
-    return out
+    # kubeconfig's Cluster spells its fields as KEP-541's does; the plugin config is not one of them.
+    return {key: value for key, value in cluster_to_wire(plan.cluster).items() if key != "config"}
 
 
 def build_kubeconfig(contexts: Sequence[KubeconfigContext], *, current: str | None = None) -> dict[str, Any]:
