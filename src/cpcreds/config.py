@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, ExecConfig
+from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, YAML_LOADER, ExecConfig
 from .errors import ConfigError
 
 __all__ = [
@@ -264,7 +264,7 @@ def _parse_document(text: str, source: str) -> Any:
             if source.endswith(".json"):
                 raise ConfigError(f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
     try:
-        return yaml.load(text, Loader=_YAML_LOADER)
+        return yaml.load(text, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
@@ -272,7 +272,6 @@ def _parse_document(text: str, source: str) -> Any:
         raise ConfigError(f"not valid YAML: {where}{problem}", source=source) from None
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_config(path: str | os.PathLike[str]) -> ProviderConfig:

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
+from .api import YAML_LOADER
 from .errors import ProfileError
 
 __all__ = ["load_profiles", "select_profile", "profile_ref"]
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def profile_ref(profile: dict[str, Any]) -> str:
@@ -37,7 +37,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise ProfileError(f"{source}: cannot read: {exc}") from None
     label = "<stdin>" if source == "-" else source
     try:
-        documents = [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.load_all(text, Loader=_YAML_LOADER))
+        documents = [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.load_all(text, Loader=YAML_LOADER))
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

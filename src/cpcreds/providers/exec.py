@@ -34,7 +34,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..access import AccessPlan, ExecSpec, cluster_to_wire
-from ..api import EXEC_INFO_ENV, ExecCredential
+from ..api import EXEC_INFO_ENV, YAML_LOADER, ExecCredential
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
@@ -57,7 +57,6 @@ STDERR_TAIL_BYTES = 4096
 _READ_CHUNK = 65536
 #: How far in the future a client certificate's notBefore may be (clock differences).
 CLOCK_SKEW = timedelta(minutes=5)
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
@@ -313,7 +312,7 @@ class ExecProvider:
         except (json.JSONDecodeError, UnicodeDecodeError):
             # client-go's universal decoder takes YAML as well as JSON.
             try:
-                document = yaml.load(raw, Loader=_YAML_LOADER)
+                document = yaml.load(raw, Loader=YAML_LOADER)
             except yaml.YAMLError:
                 raise bad(f"{len(raw)} bytes that are neither JSON nor YAML") from None
         if not isinstance(document, dict):
