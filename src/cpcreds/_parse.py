@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import yaml
@@ -40,6 +41,8 @@ __all__ = [
     "load_document",
     "load_documents",
     "read_bounded",
+    "plain_copy",
+    "thaw",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_ALIASES",
@@ -576,3 +579,111 @@ def _tab_at(text: str, line: int, column: int) -> bool:
     row = lines[line]
     indent = row[: len(row) - len(row.lstrip(" \t"))]
     return "\t" in indent or row[column : column + 1] == "\t"
+
+
+# -- data given in Python ------------------------------------------------------------------------
+
+
+class _ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that cannot be changed; ``json.dumps`` and ``==`` treat it as a dict."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this mapping is read-only (it belongs to an AccessPlan); copy it to change it")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self)
+
+
+class _ReadOnlyList(list):  # type: ignore[type-arg]
+    """A ``list`` that cannot be changed; ``json.dumps`` and ``==`` treat it as a list."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this list is read-only (it belongs to an AccessPlan); copy it to change it")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = pop = remove = clear = sort = reverse = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+    def __repr__(self) -> str:
+        return list.__repr__(self)
+
+
+def thaw(value: Any) -> Any:
+    """A mutable deep copy of plain data (read-only collections become ``dict``/``list``)."""
+    if isinstance(value, dict):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(item) for item in value]
+    return value
+
+
+def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int = 100_000, read_only: bool = True) -> Any:
+    """A deep copy of JSON-like data given in Python, checked and (by default) read-only.
+
+    Accepts mappings with string keys, lists and tuples, strings, integers (at most
+    :data:`MAX_INT_DIGITS` digits), finite floats, booleans and ``None``. Anything else, a cycle,
+    more than ``max_depth`` levels or ``max_nodes`` values raises ``ValueError`` whose message
+    names the path (``a.b[2]``) and the type found, never the value. Mappings become read-only
+    ``dict`` subclasses and lists read-only ``list`` subclasses (``json.dumps`` and ``==`` see
+    plain dicts and lists); with ``read_only=False``, plain ``dict`` and ``list``.
+    """
+    make_dict = _ReadOnlyDict if read_only else dict
+    make_list = _ReadOnlyList if read_only else list
+    count = 0
+
+    def copy(item: Any, path: str, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if count > max_nodes:
+            raise ValueError(f"holds more than {max_nodes} values")
+        if item is None or isinstance(item, (bool, str)):
+            return item
+        if isinstance(item, int):
+            if item.bit_length() > MAX_INT_DIGITS * 3.33:
+                raise ValueError(f"{path or 'the value'}: an integer has more than {MAX_INT_DIGITS} digits")
+            return int(item)
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError(f"{path or 'the value'}: a number that is not finite is not allowed")
+            return item
+        if depth >= max_depth:
+            raise ValueError(f"is nested more than {max_depth} levels deep (or refers to itself)")
+        if isinstance(item, Mapping):
+            out = {}
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    raise ValueError(f"{path or 'the value'}: a key is {_kind(key)}, not a string")
+                out[key] = copy(sub, f"{path}.{key}" if path else key, depth + 1)
+            return make_dict(out)
+        if isinstance(item, (list, tuple)):
+            return make_list(copy(sub, f"{path}[{index}]", depth + 1) for index, sub in enumerate(item))
+        raise ValueError(f"{path or 'the value'} is {_kind(item)}, which JSON cannot hold")
+
+    return copy(value, "", 0)
+
+
+def _kind(value: Any) -> str:
+    name = type(value).__name__
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any, Literal
 
 import yaml
@@ -42,6 +43,7 @@ __all__ = [
     "ExecCredentialSpec",
     "ExecCredentialStatus",
     "ExecCredential",
+    "unpassable_text",
 ]
 
 API_VERSION_V1 = "client.authentication.k8s.io/v1"
@@ -65,6 +67,28 @@ CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 InteractiveMode = Literal["Never", "IfAvailable", "Always"]
+
+_UNPASSABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unpassable_text(value: str) -> str | None:
+    """Why ``value`` cannot be passed to a process (argv or environment), or ``None`` if it can.
+
+    A NUL ends a C string; a lone surrogate (``\\ud800``) has no UTF-8 encoding. The value itself
+    is never part of the answer: it may be a secret.
+    """
+    found = _UNPASSABLE.search(value)
+    if found is None:
+        return None
+    return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
+
+
+def _passable(value: Any) -> Any:
+    if isinstance(value, str):
+        problem = unpassable_text(value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
 
 
 def _decode_base64_bytes(value: Any) -> Any:
@@ -91,6 +115,16 @@ class ExecEnvVar(BaseModel):
     name: str = Field(min_length=1)
     value: str
 
+    @field_validator("name", mode="after")
+    @classmethod
+    def _name_can_be_set(cls, value: str) -> str:
+        _passable(value)
+        if "=" in value:
+            raise ValueError("must not contain '=' (it separates a variable's name from its value)")
+        return value
+
+    _value_can_be_set = field_validator("value", mode="after")(_passable)
+
 
 class ExecConfig(BaseModel):
     """kubeconfig's ``users[].user.exec`` (KEP-541), as used in a provider config's ``execConfig``.
@@ -110,6 +144,17 @@ class ExecConfig(BaseModel):
     provide_cluster_info: bool = Field(default=False, alias="provideClusterInfo")
     interactive_mode: InteractiveMode | None = Field(default=None, alias="interactiveMode")
     stdin_unavailable: bool = Field(default=False, alias="stdinUnavailable")
+
+    _command_can_run = field_validator("command", mode="after")(_passable)
+
+    @field_validator("args", mode="after")
+    @classmethod
+    def _args_can_be_passed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for index, arg in enumerate(value):
+            problem = unpassable_text(arg)
+            if problem is not None:
+                raise ValueError(f"item {index} {problem}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

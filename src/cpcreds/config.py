@@ -14,21 +14,22 @@ provider entry and the field. Process settings (``CPCREDS_*`` environment variab
 
 from __future__ import annotations
 
-import json
+import difflib
 import os
 import re
 import shlex
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, YAML_LOADER, ExecConfig
+from ._parse import DocumentError, load_document, plain_copy, read_bounded
+from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, ExecConfig
 from .errors import ConfigError
 
 __all__ = [
@@ -42,6 +43,9 @@ __all__ = [
     "parse_duration",
     "DEFAULT_TIMEOUT",
     "FLAG_SOURCE",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "describe_validation_error",
 ]
 
 CLIArgsPolicy = Literal["Ignore", "Append"]
@@ -53,6 +57,13 @@ DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 24 * 3600.0
 #: How errors name providers that came from the command line rather than a file.
 FLAG_SOURCE = "--clusterprofile-access-provider"
+#: Largest provider config file read (a config with hundreds of providers is a few tens of KiB).
+MAX_CONFIG_BYTES = 1024 * 1024
+#: Deepest nesting allowed in a provider config file (``options`` included).
+MAX_CONFIG_DEPTH = 64
+#: Most YAML aliases in a config file, and most values once aliases are expanded.
+MAX_CONFIG_ALIASES = 100
+MAX_CONFIG_NODES = 100_000
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -66,7 +77,8 @@ def parse_duration(text: str) -> float:
     while pos < len(text):
         match = _DURATION_PART.match(text, pos)
         if not match:
-            raise ValueError(f"{text!r} is not a duration such as 30s, 2m or 1h30m")
+            shown = repr(text) if len(text) <= 40 and text.isprintable() else "the value"
+            raise ValueError(f"{shown} is not a duration such as 30s, 2m or 1h30m")
         total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
         pos = match.end()
     return total
@@ -156,9 +168,11 @@ class ProviderConfig:
             data = {}
         if not isinstance(data, dict):
             raise ConfigError("must be a mapping with a 'providers' list", source=source)
-        unknown = sorted(set(data) - {"providers"})
+        unknown = sorted((key for key in data if key != "providers"), key=repr)
         if unknown:
-            raise ConfigError(f"unknown top-level field(s) {', '.join(map(repr, unknown))}", source=source)
+            hint = _did_you_mean(unknown[0], ["providers"])
+            shown = ", ".join(_show_key(key) for key in unknown)
+            raise ConfigError(f"unknown top-level field(s) {shown}{hint}", source=source)
         raw_providers = data.get("providers") or []
         if not isinstance(raw_providers, list):
             raise ConfigError("must be a list", source=source, field="providers")
@@ -193,24 +207,161 @@ class ProviderConfig:
 
 
 def _label(name: Any, index: int | None) -> str:
+    shown = isinstance(name, str) and 0 < len(name) <= 100 and name.isprintable()
     if index is None:  # from a flag: there is no providers list to point into
-        return f'"{name}"'
-    return f'"{name}" (providers[{index}])' if isinstance(name, str) and name else f"providers[{index}]"
+        return f'"{name}"' if shown else "(a name that is not shown)"
+    return f'"{name}" (providers[{index}])' if shown else f"providers[{index}]"
+
+
+def _show_key(key: Any) -> str:
+    text = repr(key)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _did_you_mean(key: Any, known: Iterable[str]) -> str:
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    if not close:
+        lowered = {name.lower(): name for name in known}
+        close = [lowered[key.lower()]] if key.lower() in lowered else []
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        match = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        model = _model_in(match.annotation) if match is not None else None
+    return model
+
+
+def _known_fields(model: type[BaseModel] | None) -> list[str]:
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part == "[key]":
+            text += " (a key)"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+_TYPE_MESSAGES = {
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+    "iterable_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "mapping_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "bytes_type": "must be a string",
+    "none_required": "must be null",
+}
+
+
+def describe_validation_error(
+    exc: ValidationError, model: type[BaseModel] | None = None, *, extra_known: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """Pydantic's errors in cpcreds' words: ``[(field path, problem), ...]``.
+
+    Never quotes a value except a short string given for a field with a fixed set of values
+    (policies, interactiveMode); other problems name the type of what was given. An unknown key
+    gets a "did you mean" from the known fields of ``model`` at that place.
+    """
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False, include_input=True, include_context=True):
+        loc = tuple(err.get("loc", ()))
+        kind = err.get("type", "")
+        value = err.get("input")
+        if "[key]" in loc:
+            where = _format_loc(loc[: loc.index("[key]")])
+            problems.append((where, f"has a key that is not a string ({_type_name(value)})"))
+            continue
+        where = _format_loc(loc)
+        if kind == "missing":
+            message = "is required"
+        elif kind == "extra_forbidden":
+            known = _known_fields(_model_at(model, loc[:-1]))
+            if not loc[:-1]:
+                known += list(extra_known)
+            message = "is not a known field" + _did_you_mean(loc[-1] if loc else None, known)
+        elif kind in ("literal_error", "enum"):
+            expected = (err.get("ctx") or {}).get("expected", "one of the allowed values")
+            got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else _type_name(value)
+            message = f"must be {expected} (got {got})"
+        elif kind == "string_too_short":
+            message = "must not be empty"
+        elif kind in ("value_error", "assertion_error"):
+            error = (err.get("ctx") or {}).get("error")
+            message = str(error) if error is not None else "is not valid"
+        elif kind in _TYPE_MESSAGES:
+            message = f"{_TYPE_MESSAGES[kind]}, not {_type_name(value)}"
+        else:
+            message = f"is not valid ({_type_name(value)})"
+        problems.append((where, message))
+    return problems
 
 
 def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | None) -> ProviderEntry:
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
-        raise ConfigError("must be a mapping", source=source, entry=label)
+        raise ConfigError(f"must be a mapping, not {_type_name(raw)}", source=source, entry=label)
+    problems: list[tuple[str, str]] = []
     try:
         entry = ProviderEntry.model_validate(raw)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False, include_input=False):
-            where = ".".join(str(part) for part in err["loc"]) or "(entry)"
-            message = err["msg"].removeprefix("Value error, ")
-            problems.append(f"field {where}: {message}")
-        raise ConfigError("; ".join(problems), source=source, entry=label) from None
+        problems = describe_validation_error(exc, ProviderEntry)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
+        problems = [("", "holds a value that cannot be read")]
+    if problems:
+        # Built outside the except block: pydantic's error quotes the input, which may be a secret.
+        text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
+        raise ConfigError(text, source=source, entry=label)
     return _check_entry(entry, label, source, base_dir)
 
 
@@ -230,7 +381,14 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
             raise fail("profile-sourced policies apply only to execConfig providers", "profileSourcedEnvVarsPolicy")
         if not entry.type:
             raise fail("must not be empty", "type")
-        return entry
+        options_problem: str | None = None
+        try:
+            options = plain_copy(dict(entry.options), max_depth=MAX_CONFIG_DEPTH, max_nodes=MAX_CONFIG_NODES, read_only=False)
+        except ValueError as exc:
+            options_problem = str(exc)
+        if options_problem is not None:
+            raise fail(options_problem, "options")
+        return entry.model_copy(update={"options": options})
     if entry.options:
         raise fail("options apply only to in-process providers (type:); exec plugins take args and env", "options")
     if not exec_config.command:
@@ -255,36 +413,52 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
     return entry
 
 
-def _parse_document(text: str, source: str) -> Any:
-    stripped = text.lstrip()
-    if source.endswith(".json") or stripped.startswith("{"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            if source.endswith(".json"):
-                raise ConfigError(f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+def _parse_document(text: str | bytes, source: str) -> Any:
+    problem: DocumentError | None = None
     try:
-        return yaml.load(text, Loader=YAML_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML: {where}{problem}", source=source) from None
+        return load_document(
+            text,
+            source=source,
+            syntax="json" if source.endswith(".json") else "auto",
+            max_bytes=MAX_CONFIG_BYTES,
+            max_depth=MAX_CONFIG_DEPTH,
+            max_aliases=MAX_CONFIG_ALIASES,
+            max_nodes=MAX_CONFIG_NODES,
+        )
+    except DocumentError as exc:
+        problem = exc
+    raise ConfigError(problem.detail, source=source)
 
 
+def _read_config_file(source: str) -> bytes:
+    reason: str | None = None
+    try:
+        if os.path.isdir(source):
+            reason = "is a directory, not a file"
+        else:
+            return read_bounded(source, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        reason = "file not found"
+    except DocumentError as exc:
+        reason = exc.detail
+    except OSError as exc:
+        reason = f"cannot read: {exc.strerror or type(exc).__name__}"
+    # Raised outside the except block so that no OSError hangs off the ConfigError.
+    raise ConfigError(reason or "cannot read", source=source)
 
 
 def load_config(path: str | os.PathLike[str]) -> ProviderConfig:
-    """Read and validate a provider config file (YAML or JSON)."""
+    """Read and validate a provider config file (YAML or JSON, at most :data:`MAX_CONFIG_BYTES`).
+
+    A file that defines no providers (empty, ``{}``, ``providers: []``) is a
+    :class:`~cpcreds.errors.ConfigError`: a config that can never give a credential is a mistake.
+    """
     source = os.fspath(path)
-    try:
-        text = Path(source).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc.strerror if isinstance(exc, OSError) else exc}", source=source) from None
-    data = _parse_document(text, source)
-    return ProviderConfig.from_dict(data, source=source, base_dir=Path(source).resolve().parent)
+    data = _parse_document(_read_config_file(source), source)
+    config = ProviderConfig.from_dict(data, source=source, base_dir=Path(source).resolve().parent)
+    if not config.providers:
+        raise ConfigError("defines no providers (add at least one entry under providers:)", source=source)
+    return config
 
 
 def parse_access_provider_flag(
@@ -308,10 +482,13 @@ def parse_access_provider_flag(
     if len(command_line) >= 2 and command_line[0] == command_line[-1] and command_line[0] in "'\"":
         # The KEP quotes the whole command line: google='/usr/bin/plugin --flag1 value1'.
         command_line = command_line[1:-1]
+    split_error: str | None = None
     try:
         argv = shlex.split(command_line)
     except ValueError as exc:
-        raise ConfigError(f"cannot split the command line: {exc}", source=FLAG_SOURCE, entry=f'"{name}"') from None
+        split_error = str(exc)
+    if split_error is not None:
+        raise ConfigError(f"cannot split the command line: {split_error}", source=FLAG_SOURCE, entry=f'"{name}"')
     if not argv:
         raise ConfigError("no command after '='", source=FLAG_SOURCE, entry=f'"{name}"')
     raw = {
@@ -354,7 +531,9 @@ class Settings(BaseSettings):
 
     @property
     def default_timeout_seconds(self) -> float:
+        problem = ""
         try:
             return parse_duration(self.default_timeout)
         except ValueError as exc:
-            raise ConfigError(str(exc), source="CPCREDS_DEFAULT_TIMEOUT") from None
+            problem = str(exc)
+        raise ConfigError(problem, source="CPCREDS_DEFAULT_TIMEOUT")
