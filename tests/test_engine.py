@@ -40,13 +40,31 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 class Clock:
-    """A wall clock a test can move forward (the engine's documented ``clock`` parameter)."""
+    """A wall clock a test can move forward (the engine's documented ``clock`` parameter).
 
-    def __init__(self) -> None:
-        self.offset = 0.0
+    With ``share`` (a path), the fake plugin's ``--clock-offset-file`` sees the same offset, so
+    the expiry it answers is in the simulated time, as a real plugin's is in real time."""
+
+    def __init__(self, share: Path | None = None) -> None:
+        self._offset = 0.0
+        self.share = share
+
+    @property
+    def offset(self) -> float:
+        return self._offset
+
+    @offset.setter
+    def offset(self, value: float) -> None:
+        self._offset = value
+        if self.share is not None:
+            self.share.write_text(str(value))
+
+    def plugin_args(self) -> tuple[str, ...]:
+        assert self.share is not None
+        return ("--clock-offset-file", str(self.share))
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return time.time() + self._offset
 
 
 @pytest.fixture
@@ -133,8 +151,8 @@ def test_plugin_that_sees_the_cluster_runs_once_per_cluster(make_engine, tmp_pat
 
 
 def test_expired_credential_is_fetched_again(make_engine, tmp_path: Path) -> None:
-    clock = Clock()
-    engine = make_engine(exec_entry("fake", "--count-file", str(tmp_path / "runs"), "--expires-in", "120"), clock=clock)
+    clock = Clock(share=tmp_path / "offset")
+    engine = make_engine(exec_entry("fake", "--count-file", str(tmp_path / "runs"), "--expires-in", "120", *clock.plugin_args()), clock=clock)
     engine.get_credential(profile())
     clock.offset = 121
     engine.get_credential(profile())
@@ -369,7 +387,8 @@ def test_not_found_plugin_is_counted_as_client_go_does(make_engine, metrics: Col
     engine = make_engine({"name": "fake", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/nonexistent/plugin"}})
     with pytest.raises(CredentialError):
         engine.get_credential(profile())
-    assert sample(metrics, "rest_client_exec_plugin_call_total", code="-1", call_status="plugin_not_found_error") == 1
+    # client-go's failureExitCode: 1 for a plugin that could not be run.
+    assert sample(metrics, "rest_client_exec_plugin_call_total", code="1", call_status="plugin_not_found_error") == 1
 
 
 def test_certificate_metrics_track_ttl_and_rotation_age(make_engine, metrics: CollectorRegistry, pki, tmp_path: Path) -> None:

@@ -6,35 +6,38 @@ What it guarantees, per AccessPlan (equal plans share everything below):
 
 - **Cache**: a credential is reused until its ``expirationTimestamp`` (for the life of the engine
   when it has none). The cache is bounded; expired and least recently used entries are purged.
-- **Single-flight**: concurrent callers, threads and asyncio tasks alike, share one provider call.
+  An answer that has already expired is a failure, never handed out.
+- **Single-flight**: concurrent callers, threads and asyncio tasks alike, share one provider call
+  (a :class:`~cpcreds.flight.Flight`). Each waiter's cancellation or Ctrl-C is its own.
 - **Refresh ahead**: inside the refresh window before expiry, the next caller starts one background
   refresh and still gets the valid cached credential; nobody waits unless it has expired.
 - **Invalidate**: after a 401, :meth:`CredentialEngine.invalidate` drops the credential only if it
   is still the cached one (client-go's rule: a stale 401 must not throw away a newer credential).
 - **Backoff**: after a failure, the provider is not called again until an exponentially growing,
   jittered, capped delay has passed; meanwhile callers get the last error at once (or the cached
-  credential, while it is still valid). A success resets it.
-- **Fast hits**: a profile's plan is remembered under a cheap identity (uid + resourceVersion /
-  generation, else namespace/name + a fingerprint of its access providers), so a hit costs a
-  dict lookup and an expiry check, not a resolve.
+  credential, while it is still valid). A success resets it. Work that stopped without an answer
+  (Ctrl-C, a closed event loop) is nobody's failure: no backoff, nothing cached.
+- **Deadlines and workers**: every fetch ends by ``timeout`` after the request that started it;
+  where it runs and how many run at once is :class:`~cpcreds.workers.Workers`' business.
 
-One lock guards all of this state. Provider calls run outside it.
+How one fetch flows: :meth:`get_credential` → ``_claim`` (under the lock: a cached credential, or
+the flight to wait on, and whether this caller leads it) → the leader runs ``_fetch`` (slot,
+provider call, freshness check) → ``_publish`` (store, count, wake the waiters) → every waiter
+reads the flight's outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import copy
+import inspect
 import json
 import os
-import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -42,22 +45,28 @@ from prometheus_client import CollectorRegistry
 from .access import AccessPlan, resolve
 from .api import ClusterProfile
 from .config import ProviderConfig, load_config
-from .credential import Credential
+from .credential import Credential, format_rfc3339
 from .errors import (
     CLIENT_INTERNAL_ERROR,
     CredentialError,
+    EngineClosed,
+    NO_ERROR,
     InteractiveModeError,
+    PluginError,
     PluginNotFound,
     PluginOutputError,
     PluginTimeout,
     ProviderError,
     ProviderTimeout,
 )
+from .flight import Flight
 from .hookspecs import Provider
-from .logs import get_logger
+from .logs import get_logger, redact_text
 from .metrics import Metrics
+from .policies import BackoffPolicy, RefreshPolicy
 from .providers.exec import ExecProvider
 from .registry import ProviderRegistry
+from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
 __all__ = ["CredentialEngine", "RefreshPolicy", "BackoffPolicy", "call_provider"]
 
@@ -65,65 +74,45 @@ _log = get_logger(__name__)
 
 
 def call_provider(provider: Provider, plan: AccessPlan) -> Credential:
-    """Call a provider once; anything it raises becomes a :class:`CredentialError`."""
+    """Call a provider once, in this thread; anything it raises becomes a :class:`CredentialError`."""
     try:
         credential = provider.get_credential(plan)
     except CredentialError:
         raise
     except Exception as exc:  # a third-party provider's bug must not escape as a random type
-        raise ProviderError(f"{type(exc).__name__}: {exc}", provider=plan.provider) from exc
-    if not isinstance(credential, Credential):
-        raise ProviderError(f"returned {type(credential).__name__}, not a Credential", provider=plan.provider)
-    return credential
+        error = _provider_bug(exc, plan.provider)
+    else:
+        if isinstance(credential, Credential):
+            return credential
+        error = ProviderError(f"returned {type(credential).__name__}, not a Credential", provider=plan.provider)
+    raise error  # outside the except block: no __context__ that could carry the provider's data
 
 
-@dataclass(frozen=True)
-class RefreshPolicy:
-    """When to refresh ahead of expiry: the last ``fraction`` of a credential's lifetime, at least
-    ``min_window`` and at most ``max_window`` seconds, and never more than half its lifetime (so a
-    very short-lived credential is not refreshed on every call)."""
-
-    fraction: float = 0.1
-    min_window: float = 30.0
-    max_window: float = 300.0
-
-    def refresh_at(self, fetched_at: float, expires_at: float) -> float:
-        lifetime = max(0.0, expires_at - fetched_at)
-        window = min(max(self.fraction * lifetime, self.min_window), self.max_window, lifetime / 2)
-        return expires_at - window
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    """Delay before retrying a failed plan: ``initial * factor**(failures-1)``, capped at
-    ``maximum``, each delay scaled by a random factor in ``[1 - jitter, 1]``."""
-
-    initial: float = 1.0
-    maximum: float = 60.0
-    factor: float = 2.0
-    jitter: float = 0.2
-
-    def delay(self, failures: int) -> float:
-        base = min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
-        return base * (1.0 - self.jitter * random.random())
+def _provider_bug(exc: BaseException, provider: str) -> ProviderError:
+    return ProviderError(redact_text(f"{type(exc).__name__}: {exc}"), provider=provider)
 
 
 class _Entry:
-    """Everything the engine knows about one plan. Guarded by the engine's lock."""
+    """Everything the engine knows about one plan. Written under the engine's lock."""
 
-    __slots__ = ("plan", "credential", "expires_at", "refresh_at", "flight", "error", "failures", "retry_at", "hits", "used")
+    __slots__ = ("plan", "fresh", "expires_at", "flight", "error", "failures", "retry_at", "hits", "used")
 
     def __init__(self, plan: AccessPlan) -> None:
         self.plan = plan
-        self.credential: Credential | None = None
+        #: (credential, refresh_at) replaced as one value, so the lock-free hit path never sees
+        #: a credential with another one's refresh time.
+        self.fresh: tuple[Credential | None, float] = (None, 0.0)
         self.expires_at = 0.0  # wall-clock seconds; inf when the credential has no expiry
-        self.refresh_at = 0.0
-        self.flight: concurrent.futures.Future[Credential] | None = None
+        self.flight: Flight | None = None
         self.error: CredentialError | None = None
         self.failures = 0
         self.retry_at = 0.0  # monotonic seconds
-        self.hits = 0  # a plain int under the engine lock: a Prometheus inc() costs more than the hit
+        self.hits = 0  # a plain int: a Prometheus inc() costs more than the whole hit
         self.used = 0.0
+
+    @property
+    def credential(self) -> Credential | None:
+        return self.fresh[0]
 
 
 def _result_label(exc: BaseException) -> str:
@@ -143,51 +132,59 @@ def _result_label(exc: BaseException) -> str:
 
 
 def _fresh_copy(error: CredentialError) -> CredentialError:
-    # Many callers may be handed the same stored error; each gets its own instance so that
-    # raising it in several threads does not chain their tracebacks together.
+    # Many callers are handed one stored error; each gets its own instance, without the original's
+    # traceback and chained exceptions (which may hold a plugin's output).
     try:
         clone = copy.copy(error)
     except Exception:  # an exception type that cannot be rebuilt from its args
-        return error
+        clone = CredentialError(str(error))
+    clone.__cause__ = clone.__context__ = None
     return clone.with_traceback(None)
 
 
 def _profile_identity(profile: Any) -> Any:
-    """A cheap key that changes whenever the profile's access data may have changed."""
+    """A cheap key that changes whenever the profile's access data may have changed, or None.
+
+    Only ``resourceVersion`` changes on every write (``generation`` does not move on status
+    updates, where the access providers live), so without one the key is a fingerprint of the
+    access providers themselves. Hostile shapes give None (always resolve), never an error.
+    """
     if type(profile) is dict:  # the common case (the kubernetes client's dicts), checked first
         meta = profile.get("metadata")
         if type(meta) is dict:
             uid = meta.get("uid")
             rv = meta.get("resourceVersion")
-            if uid and rv:  # any change to the object changes its resourceVersion
+            if type(uid) is str and type(rv) is str and uid and rv:
                 return (uid, rv)
     if isinstance(profile, ClusterProfile):
         meta = profile.metadata
-        if meta.uid and (meta.resource_version or meta.generation is not None):
-            return ("uid", meta.uid, meta.resource_version, meta.generation)
-        return ("model", meta.namespace, meta.name, profile.status.model_dump_json())
+        if meta.uid and meta.resource_version:
+            return ("uid", meta.uid, meta.resource_version)
+        try:
+            return ("model", meta.namespace, meta.name, profile.status.model_dump_json())
+        except Exception:
+            return None
     if isinstance(profile, Mapping):
         meta = profile.get("metadata")
         if isinstance(meta, Mapping):
-            uid = meta.get("uid")
-            rv = meta.get("resourceVersion")
-            generation = meta.get("generation")
-            if uid and (rv or generation is not None):
-                return ("uid", uid, rv, generation)
+            uid, rv = meta.get("uid"), meta.get("resourceVersion")
+            if type(uid) is str and type(rv) is str and uid and rv:
+                return ("uid", uid, rv)
             name, namespace = meta.get("name"), meta.get("namespace")
         else:
             name = namespace = None
         status = profile.get("status")
-        if isinstance(status, Mapping):
-            try:
-                fingerprint = json.dumps(
-                    [status.get("accessProviders"), status.get("credentialProviders")], sort_keys=True, default=str
-                )
-            except (TypeError, ValueError):
-                return None
-        else:
-            fingerprint = repr(status)
-        return ("dict", namespace, name, fingerprint)
+        try:
+            fingerprint = json.dumps(
+                [name, namespace, status.get("accessProviders"), status.get("credentialProviders")]
+                if isinstance(status, Mapping)
+                else [name, namespace, status],
+                sort_keys=True,
+                default=str,
+            )
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return ("dict", fingerprint)
     return None
 
 
@@ -196,7 +193,10 @@ class CredentialEngine:
 
     ``config`` is a :class:`~cpcreds.ProviderConfig`; ``registry`` the provider types (default:
     built-ins plus installed plugins); ``prometheus_registry`` where metrics go (default: the
-    process-wide one). Thread-safe and asyncio-safe; one engine per process is the usual setup.
+    process-wide one). ``max_concurrent_fetches`` bounds the fetches running at once and
+    ``max_fetches_per_provider`` those of one access provider (see :mod:`cpcreds.workers`).
+    Thread-safe and asyncio-safe; one engine per process is the usual setup. Use it as a context
+    manager (``with`` or ``async with``) or call :meth:`close`.
     """
 
     def __init__(
@@ -208,7 +208,8 @@ class CredentialEngine:
         refresh: RefreshPolicy = RefreshPolicy(),
         backoff: BackoffPolicy = BackoffPolicy(),
         max_entries: int = 1024,
-        max_workers: int = 4,
+        max_concurrent_fetches: int = DEFAULT_MAX_CONCURRENT_FETCHES,
+        max_fetches_per_provider: int = DEFAULT_MAX_FETCHES_PER_PROVIDER,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
@@ -220,17 +221,16 @@ class CredentialEngine:
         self.max_entries = max_entries
         self.metrics = Metrics.for_registry(prometheus_registry)
         self._providers = dict(self.registry.create_all(config))
+        self._workers = Workers(max_concurrent_fetches, max_fetches_per_provider)
         self._lock = threading.Lock()
-        self._entries: dict[AccessPlan, _Entry] = {}
-        self._plans: dict[Any, AccessPlan] = {}
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cpcreds-fetch")
-        self._provider_pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="cpcreds-provider"
-        )
+        self._entries: dict[str, _Entry] = {}  # plan.key -> entry
+        self._plans: dict[Any, AccessPlan] = {}  # profile identity -> plan
         self._closed = False
+        # Tasks running async providers; held here because the loop keeps only weak references.
+        self._tasks: set[asyncio.Task[None]] = set()
         # Weak: a client the application drops without close() must not be kept alive by us.
         self._adapters: weakref.WeakSet[Any] = weakref.WeakSet()
-        #: (provider, result) -> count of lookups not held in entries (misses, backoffs, hits of
+        #: (provider, result) -> cache lookups not held in entries (misses, backoffs, hits of
         #: purged entries); the metrics collector adds the live entries' hits at scrape time.
         self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
         self.metrics.watch_lookups(self)
@@ -245,11 +245,9 @@ class CredentialEngine:
     def resolve(self, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
         """The plan for ``profile`` (remembered under the profile's identity)."""
         identity = _profile_identity(profile)
-        if identity is not None:
-            with self._lock:
-                plan = self._plans.get(identity)
-            if plan is not None:
-                return plan
+        plan = self._plans.get(identity) if identity is not None else None
+        if plan is not None:
+            return plan
         plan = resolve(self.config, profile)
         if identity is not None:
             with self._lock:
@@ -262,101 +260,108 @@ class CredentialEngine:
 
     # -- getting ---------------------------------------------------------------------------
 
-    def _cached(self, profile: Any) -> tuple[AccessPlan | None, Credential | None]:
-        """The fast path: the profile's remembered plan and, when it needs no refresh yet, the
-        cached credential. A dict lookup and a clock read under the lock, nothing more."""
-        identity = _profile_identity(profile)
-        if identity is None:
-            return None, None
-        with self._lock:
-            plan = self._plans.get(identity)
-            entry = self._entries.get(plan) if plan is not None else None
-            if entry is not None and entry.credential is not None:
-                now = self._clock()
-                if now < entry.refresh_at:
-                    entry.used = now
-                    entry.hits += 1
-                    return plan, entry.credential
-        return plan, None
-
     def get_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
-        """A valid credential for ``profile``; waits for a provider call only when none is cached."""
-        plan, credential = self._cached(profile)
-        if credential is not None:
-            return credential
+        """A valid credential for ``profile``; waits for a provider call only when none is cached.
+
+        Raises only :class:`CredentialError` subclasses (and ``KeyboardInterrupt`` /
+        ``SystemExit``, which pass through untouched)."""
+        # The hit path takes no lock: dict reads and one tuple read are atomic in CPython.
+        plan = self._plans.get(_profile_identity(profile))
+        if plan is not None:
+            entry = self._entries.get(plan.key)
+            if entry is not None:
+                credential, refresh_at = entry.fresh
+                if credential is not None:
+                    now = self._clock()
+                    if now < refresh_at:
+                        entry.used = now
+                        entry.hits += 1
+                        return credential
         return self.get_credential_for_plan(plan or self.resolve(profile))
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`get_credential`, for a plan already resolved."""
-        credential, flight, leader = self._claim(plan)
-        if credential is not None:
-            return credential
-        assert flight is not None
-        if leader:
-            self._fetch(plan, flight)
-        return flight.result()
+        while True:
+            credential, flight, deadline = self._claim(plan)
+            if credential is not None:
+                return credential
+            assert flight is not None
+            if deadline is not None:  # this caller leads: the fetch runs in its thread
+                self._fetch(plan, flight, deadline)
+            flight.wait()
+            if not flight.abandoned:
+                return _outcome(flight)
 
     async def aget_credential(self, profile: ClusterProfile | Mapping[str, Any]) -> Credential:
-        """asyncio version of :meth:`get_credential`: same cache, same single-flight. Exec plugins
-        and synchronous providers run in the engine's worker threads, never on the event loop; a
-        provider with ``async def aget_credential`` is awaited on the caller's loop."""
-        plan, credential = self._cached(profile)
-        if credential is not None:
-            return credential
-        plan = plan or self.resolve(profile)
-        credential, flight, leader = self._claim(plan)
-        if credential is not None:
-            return credential
-        assert flight is not None
-        if leader:
-            provider = self._providers.get(plan.provider)
-            if asyncio.iscoroutinefunction(getattr(provider, "aget_credential", None)):
-                await self._afetch(plan, flight, provider)
-            else:
-                self._executor.submit(self._fetch, plan, flight)
-        return await asyncio.wrap_future(flight)
+        """asyncio version of :meth:`get_credential`: same cache, same single-flight.
 
-    def _claim(self, plan: AccessPlan) -> tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool]:
-        """Under the lock: a usable cached credential, or the flight to wait on (and whether the
-        caller must run it). Starts a background refresh when the credential is in its window."""
-        if self._closed:
-            raise CredentialError("the CredentialEngine is closed")
+        The fetch never runs in the calling task: exec plugins and synchronous providers run in a
+        worker thread, a provider's ``async def aget_credential`` in a task of its own on this
+        loop. Cancelling this call (a timeout, a TaskGroup abort) cancels only this caller's wait.
+        """
+        plan = self._plans.get(_profile_identity(profile))
+        if plan is not None:
+            entry = self._entries.get(plan.key)
+            if entry is not None:
+                credential, refresh_at = entry.fresh
+                if credential is not None:
+                    now = self._clock()
+                    if now < refresh_at:
+                        entry.used = now
+                        entry.hits += 1
+                        return credential
+        plan = plan or self.resolve(profile)
+        while True:
+            credential, flight, deadline = self._claim(plan)
+            if credential is not None:
+                return credential
+            assert flight is not None
+            if deadline is not None:
+                self._start(plan, flight, deadline)
+            await flight.wait_async()
+            if not flight.abandoned:
+                return _outcome(flight)
+
+    def _claim(self, plan: AccessPlan) -> tuple[Credential | None, Flight | None, float | None]:
+        """Under the lock: a usable cached credential, or the flight to wait on and, when the
+        caller must lead it, its deadline. Starts a background refresh inside the window."""
         now = self._clock()
-        background: concurrent.futures.Future[Credential] | None = None
+        background: Flight | None = None
         with self._lock:
-            entry = self._entries.get(plan)
+            if self._closed:
+                raise EngineClosed("the CredentialEngine is closed")
+            entry = self._entries.get(plan.key)
             if entry is None:
                 entry = self._new_entry(plan)
             entry.used = now
-            credential = entry.credential
+            credential, refresh_at = entry.fresh
             in_backoff = entry.error is not None and time.monotonic() < entry.retry_at
             if credential is not None and now < entry.expires_at:
-                if now >= entry.refresh_at and entry.flight is None and not in_backoff:
-                    background = entry.flight = concurrent.futures.Future()
+                if now >= refresh_at and entry.flight is None and not in_backoff:
+                    background = entry.flight = Flight()
                 entry.hits += 1
-                result: tuple[Credential | None, concurrent.futures.Future[Credential] | None, bool] = (credential, None, False)
+                result: tuple[Credential | None, Flight | None, float | None] = (credential, None, None)
             elif entry.flight is not None:
                 self._lookups[(plan.provider, "miss")] += 1
-                result = (None, entry.flight, False)
+                result = (None, entry.flight, None)
             elif in_backoff:
                 self._lookups[(plan.provider, "backoff")] += 1
-                raise _fresh_copy(entry.error) from None
+                error = entry.error
+                assert error is not None
+                raise _fresh_copy(error)
             else:
                 self._lookups[(plan.provider, "miss")] += 1
-                entry.flight = concurrent.futures.Future()
-                result = (None, entry.flight, True)
+                entry.flight = Flight()
+                result = (None, entry.flight, time.monotonic() + plan.timeout)
         if background is not None:
-            try:
-                self._executor.submit(self._fetch, plan, background, True)
-            except RuntimeError:  # executor shut down by close(): just serve the cached credential
-                with self._lock:
-                    entry.flight = None
+            self._workers.spawn(self._fetch_in_thread, plan, background, time.monotonic() + plan.timeout, True, name="cpcreds-refresh")
         return result
 
     def _new_entry(self, plan: AccessPlan) -> _Entry:
+        # Lock held.
         if len(self._entries) >= self.max_entries:
             self._purge()
-        entry = self._entries[plan] = _Entry(plan)
+        entry = self._entries[plan.key] = _Entry(plan)
         self.metrics.cache_entries.inc()
         return entry
 
@@ -369,87 +374,134 @@ class CredentialEngine:
             idle.sort(key=lambda e: e.used)
             victims += idle[: max(1, len(self._entries) // 10)]
         for entry in victims:
-            if self._entries.pop(entry.plan, None) is not None:
+            if self._entries.pop(entry.plan.key, None) is not None:
                 self._lookups[(entry.plan.provider, "hit")] += entry.hits
                 self.metrics.cache_entries.dec()
-                self.metrics.track_certificate(id(self), entry.plan, None)
+                self.metrics.track_certificate(id(self), entry.plan.key, None)
 
-    def _fetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential], background: bool = False) -> None:
-        """Run the provider once (in this thread) and publish the outcome."""
-        started = time.perf_counter()
-        credential, error = None, None
+    # -- fetching ----------------------------------------------------------------------------
+
+    def _start(self, plan: AccessPlan, flight: Flight, deadline: float) -> None:
+        """Start a fetch led by an asyncio caller, off that caller's task."""
+        provider = self._providers.get(plan.provider)
+        if inspect.iscoroutinefunction(getattr(provider, "aget_credential", None)):
+            task = asyncio.get_running_loop().create_task(self._afetch(provider, plan, flight, deadline))
+            with self._lock:
+                self._tasks.add(task)
+            task.add_done_callback(self._forget_task)
+        else:
+            self._workers.spawn(self._fetch_in_thread, plan, flight, deadline, False, name="cpcreds-fetch")
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        with self._lock:
+            self._tasks.discard(task)
+
+    def _fetch_in_thread(self, plan: AccessPlan, flight: Flight, deadline: float, background: bool) -> None:
         try:
-            credential = self._call(plan)
+            self._fetch(plan, flight, deadline, background)
+        except BaseException:  # noqa: BLE001 - SystemExit in a worker: the flight is already abandoned
+            pass
+
+    def _fetch(self, plan: AccessPlan, flight: Flight, deadline: float, background: bool = False) -> None:
+        """Run the provider once, in this thread, and publish the outcome.
+
+        ``KeyboardInterrupt`` and ``SystemExit`` abandon the flight (waiters start over; nothing
+        is cached, no backoff) and propagate to this thread's caller."""
+        started = time.perf_counter()
+        try:
+            with self._workers.slot(plan.provider, deadline):
+                credential = self._call(plan, deadline)
+            self._check_fresh(plan, credential)
         except CredentialError as exc:
-            error = exc
-        except BaseException as exc:  # noqa: BLE001 - waiters must never hang on a lost flight
-            error = ProviderError(f"internal error: {type(exc).__name__}: {exc}", provider=plan.provider)
-        self._publish(plan, flight, credential, error, time.perf_counter() - started, background)
+            self._publish(plan, flight, None, exc, time.perf_counter() - started, background)
+        except Exception as exc:  # our own bug: waiters must never hang on a lost flight
+            self._publish(plan, flight, None, _provider_bug(exc, plan.provider), time.perf_counter() - started, background)
+        except BaseException:
+            self._abandon(plan, flight)
+            raise
+        else:
+            self._publish(plan, flight, credential, None, time.perf_counter() - started, background)
 
-    async def _afetch(self, plan: AccessPlan, flight: concurrent.futures.Future[Credential], provider: Any) -> None:
-        """As :meth:`_fetch`, on the event loop, for a provider with ``async def aget_credential``."""
+    async def _afetch(self, provider: Any, plan: AccessPlan, flight: Flight, deadline: float) -> None:
+        """As :meth:`_fetch`, in a task of its own, for a provider with ``async def aget_credential``."""
         started = time.perf_counter()
-        credential, error = None, None
         try:
-            result = await asyncio.wait_for(provider.aget_credential(plan), plan.timeout)
+            result = await asyncio.wait_for(provider.aget_credential(plan), max(0.0, deadline - time.monotonic()))
             if not isinstance(result, Credential):
                 raise ProviderError(f"returned {type(result).__name__}, not a Credential", provider=plan.provider)
-            credential = result
+            self._check_fresh(plan, result)
         except asyncio.TimeoutError:
-            error = ProviderTimeout(f"did not answer within {plan.timeout:g}s", provider=plan.provider)
+            error: CredentialError = ProviderTimeout(f"did not answer within {plan.timeout:g}s", provider=plan.provider)
         except CredentialError as exc:
             error = exc
-        except asyncio.CancelledError:
-            error = ProviderError("cancelled while fetching", provider=plan.provider)
-            self._publish(plan, flight, None, error, time.perf_counter() - started, False)
+        except asyncio.CancelledError:  # the loop is shutting down: nobody's failure
+            self._abandon(plan, flight)
             raise
         except Exception as exc:
-            error = ProviderError(f"{type(exc).__name__}: {exc}", provider=plan.provider)
-        self._publish(plan, flight, credential, error, time.perf_counter() - started, False)
+            error = _provider_bug(exc, plan.provider)
+        except BaseException:
+            self._abandon(plan, flight)
+            raise
+        else:
+            self._publish(plan, flight, result, None, time.perf_counter() - started, False)
+            return
+        self._publish(plan, flight, None, error, time.perf_counter() - started, False)
 
-    def _call(self, plan: AccessPlan) -> Credential:
+    def _call(self, plan: AccessPlan, deadline: float) -> Credential:
         provider = self._providers.get(plan.provider)
         if provider is None:
             raise CredentialError(f"provider {plan.provider}: not in this engine's config")
         if isinstance(provider, ExecProvider):
-            return call_provider(provider, plan)  # the exec runner enforces plan.timeout itself
-        # An in-process provider cannot be killed; it runs in its own pool and is waited for at
-        # most plan.timeout, so a hung provider fails its callers instead of hanging them.
-        future = self._provider_pool.submit(call_provider, provider, plan)
-        try:
-            return future.result(timeout=plan.timeout)
-        except concurrent.futures.TimeoutError:
-            raise ProviderTimeout(f"did not answer within {plan.timeout:g}s", provider=plan.provider) from None
+            # The runner bounds the plugin by the deadline itself and kills its process group.
+            return provider.get_credential(plan, deadline=deadline)
+        # An in-process provider cannot be killed; it is waited for until the deadline.
+        return self._workers.call(plan.key, plan.provider, lambda: provider.get_credential(plan), deadline, plan.timeout)
+
+    def _check_fresh(self, plan: AccessPlan, credential: Credential) -> None:
+        """An answer that has already expired is a failure (with backoff), not a credential."""
+        expiry = credential.expiration_timestamp
+        if expiry is None or expiry.timestamp() > self._clock():
+            return
+        reason = f"answered a credential that expired at {format_rfc3339(expiry)}"
+        if plan.exec is not None:
+            raise PluginOutputError(f"exec: {plan.exec.command} {reason}", provider=plan.provider, exit_code=0)
+        raise ProviderError(reason, provider=plan.provider)
+
+    def _abandon(self, plan: AccessPlan, flight: Flight) -> None:
+        with self._lock:
+            entry = self._entries.get(plan.key)
+            if entry is not None and entry.flight is flight:
+                entry.flight = None
+        flight.abandon()
 
     def _publish(
         self,
         plan: AccessPlan,
-        flight: concurrent.futures.Future[Credential],
+        flight: Flight,
         credential: Credential | None,
         error: CredentialError | None,
         duration: float,
         background: bool,
     ) -> None:
-        """Store the outcome of one fetch and wake everyone waiting on ``flight``."""
-        if flight.done():  # already published (a cancelled async fetch); nothing left to tell
-            return
-        self._record(plan, credential, error, duration)
+        """Store the outcome of one fetch, count it, and wake everyone waiting on ``flight``."""
         old = None
         with self._lock:
-            entry = self._entries.get(plan)
+            if self._closed:  # close() has released the waiters; store and count nothing
+                return
+            entry = self._entries.get(plan.key)
             if entry is None:  # purged meanwhile: keep a home for the result
                 entry = self._new_entry(plan)
             if entry.flight is flight:
                 entry.flight = None
             if credential is not None:
                 old = entry.credential
-                entry.credential = credential
-                fetched_at = self._clock()
                 expiry = credential.expiration_timestamp
-                entry.expires_at = expiry.timestamp() if expiry is not None else float("inf")
-                entry.refresh_at = (
-                    self.refresh_policy.refresh_at(fetched_at, entry.expires_at) if expiry is not None else float("inf")
-                )
+                if expiry is None:
+                    entry.expires_at = refresh_at = float("inf")
+                else:
+                    entry.expires_at = expiry.timestamp()
+                    refresh_at = self.refresh_policy.refresh_at(self._clock(), entry.expires_at)
+                entry.fresh = (credential, refresh_at)
                 entry.error, entry.failures, entry.retry_at = None, 0, 0.0
             else:
                 assert error is not None
@@ -457,31 +509,38 @@ class CredentialEngine:
                 entry.failures += 1
                 entry.retry_at = time.monotonic() + self.backoff_policy.delay(entry.failures)
             failures = entry.failures
+        self._record(plan, error, duration)
         if credential is not None:
             self._note_certificate(plan, old, credential)
-            flight.set_result(credential)
+            flight.succeed(credential)
         else:
+            assert error is not None
             # A caller waiting on this flight gets the error itself; only a background refresh,
             # which nobody waits for, needs the log to be seen.
             log = _log.warning if background else _log.debug
             log("credential fetch failed", provider=plan.provider, error=str(error), failures=failures, background=background)
-            flight.set_exception(error)  # type: ignore[arg-type]
+            flight.fail(error)
 
-    def _record(self, plan: AccessPlan, credential: Credential | None, error: CredentialError | None, duration: float) -> None:
+    def _record(self, plan: AccessPlan, error: CredentialError | None, duration: float) -> None:
         metrics = self.metrics
         metrics.request_duration.labels(plan.provider).observe(duration)
         metrics.requests.labels(plan.provider, "success" if error is None else _result_label(error)).inc()
-        if plan.kind == "exec" and not isinstance(error, InteractiveModeError):
-            if error is None:
-                metrics.exec_plugin_calls.labels("0", "no_error").inc()
-            elif isinstance(error, ProviderError):
-                code = error.exit_code if error.exit_code is not None else -1
-                metrics.exec_plugin_calls.labels(str(code), error.call_status).inc()
-            else:
-                metrics.exec_plugin_calls.labels("-1", CLIENT_INTERNAL_ERROR).inc()
+        if plan.exec is None or isinstance(error, InteractiveModeError):
+            return  # not an exec plugin, or one that was never run
+        # client-go's labels: the exit code when the plugin exited non-zero, -1 when it was
+        # killed, 1 for everything else that failed; 0 only for a successful call (KEP-541).
+        if error is None:
+            code, status = 0, NO_ERROR
+        elif isinstance(error, PluginError):
+            code, status = (error.exit_code if error.exit_code not in (None, 0) else 1), error.call_status
+        elif isinstance(error, ProviderTimeout):
+            return  # it waited for a fetch slot and never ran
+        else:
+            code, status = 1, CLIENT_INTERNAL_ERROR
+        metrics.exec_plugin_calls.labels(str(code), status).inc()
 
     def _note_certificate(self, plan: AccessPlan, old: Credential | None, new: Credential) -> None:
-        self.metrics.track_certificate(id(self), plan, new.certificate_not_after)
+        self.metrics.track_certificate(id(self), plan.key, new.certificate_not_after)
         if old is not None and old.client_certificate_data and old.client_certificate_data != new.client_certificate_data:
             self.metrics.observe_rotation(old.certificate_not_before)
 
@@ -495,12 +554,24 @@ class CredentialEngine:
         """
         plan = profile if isinstance(profile, AccessPlan) else self.resolve(profile)
         with self._lock:
-            entry = self._entries.get(plan)
+            entry = self._entries.get(plan.key)
             if entry is None or entry.credential is not credential or entry.expires_at == 0.0:
                 return False
             # Kept (as expired) rather than dropped: the next fetch compares certificates with it.
-            entry.expires_at = entry.refresh_at = 0.0
+            entry.expires_at = 0.0
+            entry.fresh = (credential, 0.0)
             return True
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def lookup_counts(self) -> dict[tuple[str, str], int]:
+        """(provider, result) -> cache lookups so far (read by the metrics collector)."""
+        with self._lock:
+            counts = collections.Counter(self._lookups)
+            for entry in self._entries.values():
+                if entry.hits:
+                    counts[(entry.plan.provider, "hit")] += entry.hits
+        return dict(counts)
 
     # -- adapters and lifetime ---------------------------------------------------------------
 
@@ -513,54 +584,87 @@ class CredentialEngine:
         with self._lock:
             self._adapters.discard(adapter)
 
+    # The kubernetes adapters live in cpcreds.kube and depend on the engine; these methods only
+    # hand the engine to them (imported on first use: the engine itself never needs them).
+
     def build_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """A ``kubernetes.client.Configuration`` for the profile's cluster that stays fresh."""
-        from .kube import build_config
+        from . import kube
 
-        return build_config(self, profile)
+        return kube.build_config(self, profile)
 
     def api_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """A ``kubernetes.client.ApiClient``; a 401 refreshes the credential and retries once."""
-        from .kube import api_client
+        from . import kube
 
-        return api_client(self, profile)
+        return kube.api_client(self, profile)
 
     async def abuild_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """``kubernetes.aio`` version of :meth:`build_config`."""
-        from .kube import abuild_config
+        from . import kube
 
-        return await abuild_config(self, profile)
+        return await kube.abuild_config(self, profile)
 
     async def aapi_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """``kubernetes.aio`` version of :meth:`api_client`."""
-        from .kube import aapi_client
+        from . import kube
 
-        return await aapi_client(self, profile)
+        return await kube.aapi_client(self, profile)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
-        """Stop background refreshes, close adapters and providers, drop every credential."""
+        """End everything, without waiting for running work.
+
+        Every waiting caller (threads and tasks) is released at once with :class:`EngineClosed`,
+        as is every later call; running exec plugins are killed; a fetch that finishes afterwards
+        stores and counts nothing; adapters remove their certificate files; providers with a
+        ``close()`` are closed. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            flights = [entry.flight for entry in self._entries.values() if entry.flight is not None]
             adapters = list(self._adapters)
             self._adapters.clear()
+            tasks = list(self._tasks)
             count = len(self._entries)
             for entry in self._entries.values():
                 self._lookups[(entry.plan.provider, "hit")] += entry.hits
             self._entries.clear()
             self._plans.clear()
+        self._workers.close()
+        closed = EngineClosed("the CredentialEngine is closed")
+        for flight in flights:
+            flight.fail(closed)
+        for task in tasks:
+            try:
+                task.get_loop().call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # its loop is closed; the task is gone with it
+                pass
         self.metrics.retire_lookups(self)
         self.metrics.cache_entries.dec(count)
         self.metrics.forget_owner(id(self))
-        self._executor.shutdown(wait=True, cancel_futures=True)
-        self._provider_pool.shutdown(wait=False, cancel_futures=True)  # a hung provider is not waited for
         for adapter in adapters:
             adapter.close()
         for provider in self._providers.values():
             closer = getattr(provider, "close", None)
             if callable(closer):
-                closer()
+                try:
+                    closer()
+                except Exception as exc:  # one provider's bug must not keep the others open
+                    _log.warning("provider close failed", error=redact_text(f"{type(exc).__name__}: {exc}"))
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait (briefly) for this loop's async-provider tasks to end."""
+        with self._lock:
+            loop = asyncio.get_running_loop()
+            mine = [task for task in self._tasks if task.get_loop() is loop]
+        self.close()
+        if mine:
+            await asyncio.wait(mine, timeout=1.0)
 
     def __enter__(self) -> CredentialEngine:
         return self
@@ -568,12 +672,15 @@ class CredentialEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> CredentialEngine:
+        return self
 
-def lookup_counts(engine: CredentialEngine) -> dict[tuple[str, str], int]:
-    """(provider, result) -> cache lookups so far (for the metrics collector)."""
-    with engine._lock:
-        counts = collections.Counter(engine._lookups)
-        for entry in engine._entries.values():
-            if entry.hits:
-                counts[(entry.plan.provider, "hit")] += entry.hits
-    return dict(counts)
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _outcome(flight: Flight) -> Credential:
+    if flight.credential is not None:
+        return flight.credential
+    assert flight.error is not None
+    raise _fresh_copy(flight.error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CredentialError",
+    "EngineClosed",
     "ConfigError",
     "ProfileError",
     "NoMatchingProvider",
@@ -31,6 +32,11 @@ CLIENT_INTERNAL_ERROR = "client_internal_error"
 
 class CredentialError(Exception):
     """Base class: anything cpcreds reports to a caller."""
+
+
+class EngineClosed(CredentialError):
+    """The :class:`~cpcreds.CredentialEngine` was closed: waiting callers are released with this,
+    and later calls fail with it."""
 
 
 class ConfigError(CredentialError, ValueError):

@@ -107,28 +107,26 @@ class Metrics:
     # -- cache lookups ---------------------------------------------------------------------
 
     def watch_lookups(self, engine: Any) -> None:
-        """Count ``engine``'s cache lookups in cpcreds_credential_cache_lookups_total."""
+        """Count ``engine``'s cache lookups in cpcreds_credential_cache_lookups_total; ``engine``
+        is anything with a ``lookup_counts()`` method returning ``{(provider, result): count}``
+        (this module knows nothing else of the engine)."""
         with self._lock:
             self._lookup_sources.add(engine)
 
     def retire_lookups(self, engine: Any) -> None:
         """A closing engine's counts stay in the totals (counters never go down)."""
-        from .engine import lookup_counts
-
-        counts = lookup_counts(engine)
+        counts = engine.lookup_counts()
         with self._lock:
             self._lookup_sources.discard(engine)
             for key, value in counts.items():
                 self._retired_lookups[key] = self._retired_lookups.get(key, 0) + value
 
     def lookup_totals(self) -> dict[tuple[str, str], int]:
-        from .engine import lookup_counts
-
         with self._lock:
             totals = dict(self._retired_lookups)
             engines = list(self._lookup_sources)
         for engine in engines:
-            for key, value in lookup_counts(engine).items():
+            for key, value in engine.lookup_counts().items():
                 totals[key] = totals.get(key, 0) + value
         return totals
 

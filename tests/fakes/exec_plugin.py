@@ -25,9 +25,12 @@ Misbehaviour:
   --hang                 never answer (sleeps until killed)
   --child-pidfile FILE   start a child that sleeps forever; write its pid to FILE first
   --linger-child         with --child-pidfile: answer normally, leaving the child holding stdout
+  --setsid-child         with --child-pidfile: the child leaves our process group (setsid)
 Observation:
   --record FILE          write what the plugin saw (argv, env subset, exec info, stdin) as JSON
   --count-file FILE      append one line per run (counts runs across processes)
+  --clock-offset-file F  seconds (a float in F, if it exists) added to "now" for --expires-in,
+                         so the plugin shares a test's simulated clock
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--token", "--expires-in", "--expiration", "--cert", "--key", "--api-version", "--kind",
                  "--format", "--raw", "--exit-code", "--stderr", "--spam-bytes", "--stderr-spam-bytes",
-                 "--child-pidfile", "--record", "--count-file"):
+                 "--child-pidfile", "--record", "--count-file", "--clock-offset-file"):
         parser.add_argument(flag)
-    for flag in ("--no-token", "--no-status", "--read-stdin", "--hang", "--linger-child", "--token-per-run"):
+    for flag in ("--no-token", "--no-status", "--read-stdin", "--hang", "--linger-child", "--token-per-run", "--setsid-child"):
         parser.add_argument(flag, action="store_true")
     opts, extra = parser.parse_known_args()
 
@@ -84,7 +87,9 @@ def main() -> int:
         os.replace(tmp, opts.record)
 
     if opts.child_pidfile:
-        child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"], start_new_session=opts.setsid_child
+        )
         with open(opts.child_pidfile + ".tmp", "w", encoding="utf-8") as handle:
             handle.write(str(child.pid))
         os.replace(opts.child_pidfile + ".tmp", opts.child_pidfile)
@@ -126,7 +131,11 @@ def main() -> int:
             with open(opts.key, encoding="utf-8") as handle:
                 status["clientKeyData"] = handle.read()
         if opts.expires_in is not None:
-            moment = datetime.now(timezone.utc) + timedelta(seconds=float(opts.expires_in))
+            offset = 0.0
+            if opts.clock_offset_file and os.path.exists(opts.clock_offset_file):
+                with open(opts.clock_offset_file, encoding="utf-8") as handle:
+                    offset = float(handle.read() or 0)
+            moment = datetime.now(timezone.utc) + timedelta(seconds=float(opts.expires_in) + offset)
             status["expirationTimestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         if opts.expiration is not None:
             status["expirationTimestamp"] = opts.expiration

@@ -17,6 +17,7 @@ reasons that a plugin must not fight its caller for a terminal it was not promis
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
@@ -26,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -48,13 +50,21 @@ from ..errors import (
 from ..hookspecs import hookimpl
 from ..logs import redact_text
 
-__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult"]
+__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins"]
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
 #: How much of the plugin's stderr is kept for the error message (the end is the useful part).
 STDERR_TAIL_BYTES = 4096
 _READ_CHUNK = 65536
+#: Without a pidfd, the plugin's exit is looked for after 1 ms, then ever less often, up to
+#: every 20 ms: a fast plugin is noticed at once, a slow one costs few wake-ups.
+_FIRST_TICK = 0.001
+_LAST_TICK = 0.02
+
+# Process groups of all running plugins (all providers), for terminate_running_plugins().
+_RUNNING_GROUPS: set[int] = set()
+_groups_lock = threading.Lock()
 #: How far in the future a client certificate's notBefore may be (clock differences).
 CLOCK_SKEW = timedelta(minutes=5)
 
@@ -128,15 +138,23 @@ def _kill_group(pgid: int) -> None:
 
 
 class ExecProvider:
-    """Runs ``plan.exec`` and returns its credential. Stateless and thread-safe; caching is the
-    engine's job."""
+    """Runs ``plan.exec`` and returns its credential. Thread-safe; caching is the engine's job.
+
+    ``use_pidfd=False`` forces the portable way of noticing the plugin's exit (polling
+    ``waitid``), which is what runs where ``pidfd_open`` does not exist (macOS, Linux before 5.3,
+    seccomp sandboxes)."""
 
     kind = "exec"
 
-    def __init__(self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES) -> None:
+    def __init__(self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES, use_pidfd: bool = True) -> None:
         self.max_stdout_bytes = max_stdout_bytes
+        self.use_pidfd = use_pidfd
+        self._groups: set[int] = set()  # process groups of this provider's running plugins
+        self._closed = False
 
-    def get_credential(self, plan: AccessPlan) -> Credential:
+    def get_credential(self, plan: AccessPlan, *, deadline: float | None = None) -> Credential:
+        """Run the plugin and validate its answer. ``deadline`` (``time.monotonic()`` seconds)
+        bounds the run; by default it is ``plan.timeout`` from now."""
         spec = plan.exec
         if spec is None:
             raise ProviderError("the exec provider needs a plan with an exec spec", provider=plan.provider)
@@ -145,19 +163,40 @@ class ExecProvider:
         for name, value in spec.env:
             env[os.fsencode(name)] = os.fsencode(value)
         env[_EXEC_INFO_ENV_BYTES] = exec_info(spec, plan, interactive=interactive).encode()
-        result = self.run(plan, env, interactive=interactive)
+        result = self.run(plan, env, interactive=interactive, deadline=deadline)
         return self.decode(plan, result)
+
+    def close(self) -> None:
+        """Kill the process groups of every plugin this provider is running, and run no more."""
+        self._closed = True
+        with _groups_lock:
+            groups = list(self._groups)
+        for pgid in groups:
+            _kill_group(pgid)
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, plan: AccessPlan, env: dict[bytes, bytes], *, interactive: bool) -> RunResult:
+    def run(self, plan: AccessPlan, env: dict[bytes, bytes], *, interactive: bool, deadline: float | None = None) -> RunResult:
         """Run the plugin once; raise a :class:`PluginError` unless it exited 0."""
         spec = plan.exec
         assert spec is not None
         provider, command = plan.provider, spec.command
+        if deadline is None:
+            deadline = time.monotonic() + plan.timeout
+        if self._closed:
+            raise ProviderError("the exec provider is closed", provider=provider)
+        # A bare name is looked up on *our* PATH, as Go's exec.Command does; the child's
+        # environment (which a profile may add to) must not choose what runs.
+        executable = command
+        if "/" not in command:
+            found = shutil.which(command, path=os.environ.get("PATH", os.defpath))
+            if found is None:
+                raise self._not_found(spec, provider)
+            executable = found
         try:
             proc = subprocess.Popen(
                 [command, *spec.args],
+                executable=executable,
                 env=env,
                 stdin=None if interactive else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -168,7 +207,7 @@ class ExecProvider:
                 start_new_session=not interactive,
             )
         except FileNotFoundError:
-            raise self._not_found(spec, provider, env) from None
+            raise self._not_found(spec, provider) from None
         except PermissionError:
             raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
         except OSError as exc:
@@ -177,21 +216,29 @@ class ExecProvider:
             error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
             error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
             raise error from None
-        return self._collect(proc, plan, interactive)
+        pgid = None if interactive else proc.pid
+        if pgid is not None:
+            with _groups_lock:
+                self._groups.add(pgid)
+                _RUNNING_GROUPS.add(pgid)
+        try:
+            return self._collect(proc, plan, pgid, deadline)
+        finally:
+            if pgid is not None:
+                with _groups_lock:
+                    self._groups.discard(pgid)
+                    _RUNNING_GROUPS.discard(pgid)
 
-    def _not_found(self, spec: ExecSpec, provider: str, env: dict[bytes, bytes]) -> PluginNotFound:
+    def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
         message = f"exec: executable {spec.command} not found"
-        path = env.get(b"PATH")
-        if "/" not in spec.command and shutil.which(spec.command, path=None if path is None else os.fsdecode(path)) is None:
+        if "/" not in spec.command:
             message += " on PATH"
         if spec.install_hint:
             message += "; install hint: " + " ".join(spec.install_hint.split())
         return PluginNotFound(message, provider=provider)
 
-    def _collect(self, proc: subprocess.Popen[bytes], plan: AccessPlan, interactive: bool) -> RunResult:
+    def _collect(self, proc: subprocess.Popen[bytes], plan: AccessPlan, pgid: int | None, deadline: float) -> RunResult:
         started = time.monotonic()
-        deadline = started + plan.timeout
-        pgid = None if interactive else proc.pid
         assert proc.stdout is not None
         buffers = {proc.stdout.fileno(): bytearray()}
         stdout = buffers[proc.stdout.fileno()]
@@ -202,59 +249,66 @@ class ExecProvider:
         poller = select.poll()
         for fd in buffers:
             poller.register(fd, select.POLLIN)
-        pidfd = _open_pidfd(proc.pid)
+        pidfd = _open_pidfd(proc.pid) if self.use_pidfd else None
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
-        exited = pidfd is None  # without a pidfd, proc.wait() below finds out
+        tick = _FIRST_TICK  # without a pidfd: how long to wait before looking for the exit again
+
+        def read(fd: int) -> None:
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                poller.unregister(fd)
+                del buffers[fd]
+                return
+            buffer = buffers[fd]
+            buffer += chunk
+            if buffer is stderr:
+                del stderr[: max(0, len(stderr) - STDERR_TAIL_BYTES)]
+            elif len(stdout) > self.max_stdout_bytes:
+                self._kill(proc, pgid)
+                raise PluginExecutionError(
+                    f"exec: {plan.exec.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",  # type: ignore[union-attr]
+                    provider=plan.provider,
+                    exit_code=-1,
+                )
+
         try:
-            while buffers or not exited:
+            exited = False
+            while not exited:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._kill(proc, pgid)
                     raise self._timeout(plan, stderr)
-                for fd, _ in poller.poll(remaining * 1000):
+                wait = remaining if pidfd is not None else min(remaining, tick)
+                for fd, _ in poller.poll(wait * 1000):
                     if fd == pidfd:
-                        # The plugin has exited (and is not reaped yet, so its group ID cannot
-                        # have been reused): anything left in its group is an orphan that could
-                        # hold our pipes open; stop it, then drain the pipes to EOF.
-                        poller.unregister(fd)
                         exited = True
-                        if pgid is not None:
-                            _kill_group(pgid)
-                        continue
-                    chunk = os.read(fd, _READ_CHUNK)
-                    if not chunk:
-                        poller.unregister(fd)
-                        del buffers[fd]
-                        continue
-                    buffer = buffers[fd]
-                    buffer += chunk
-                    if buffer is stderr:
-                        del stderr[: max(0, len(stderr) - STDERR_TAIL_BYTES)]
-                    elif len(stdout) > self.max_stdout_bytes:
-                        self._kill(proc, pgid)
-                        raise PluginExecutionError(
-                            f"exec: {plan.exec.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",  # type: ignore[union-attr]
-                            provider=plan.provider,
-                            exit_code=-1,
-                        )
-            if pidfd is not None:
-                # The pidfd said it exited: reaping cannot block. (Popen.wait with a timeout
-                # polls with sleeps, which cost more than the whole plugin run for a fast plugin.)
-                exit_code = proc.wait()
-            else:
-                try:
-                    exit_code = proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
-                except subprocess.TimeoutExpired:
-                    self._kill(proc, pgid)
-                    raise self._timeout(plan, stderr) from None
+                    else:
+                        read(fd)
+                if pidfd is None and not exited:
+                    exited = _has_exited(proc)
+                    tick = min(tick * 2, _LAST_TICK)
+            # The plugin has exited (and is not reaped yet, so its group ID cannot have been
+            # reused): anything left in its group is an orphan; stop it. Everything the plugin
+            # wrote is in the pipes now. Read what is there without waiting for end-of-file,
+            # which a grandchild that left the group (setsid) could hold back until the deadline.
+            if pgid is not None:
+                _kill_group(pgid)
+            while buffers:
+                ready = poller.poll(0)
+                if not any(fd in buffers for fd, _ in ready):
+                    break
+                for fd, _ in ready:
+                    if fd in buffers:
+                        read(fd)
+            exit_code = proc.wait()  # it has exited: reaping cannot block
         finally:
             if pidfd is not None:
                 os.close(pidfd)
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-            if proc.returncode is None:
+            if proc.returncode is None:  # an error or Ctrl-C above: the plugin must not outlive the run
                 self._kill(proc, pgid)
         duration = time.monotonic() - started
         if exit_code != 0:
@@ -362,6 +416,26 @@ def _shown(value: Any, shape: re.Pattern[str]) -> str:
     return f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
 
 
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the plugin has exited, leaving it unreaped (WNOWAIT) where the system allows, so
+    that its process group ID stays reserved until we have killed what is left in the group."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, ChildProcessError, OSError):
+        return proc.poll() is not None
+
+
+def terminate_running_plugins() -> None:
+    """Kill the process group of every exec plugin this process is running.
+
+    For a signal handler (SIGTERM, SIGHUP) and at exit: plugins run in sessions of their own, so
+    they do not get the signals sent to our process group, and would otherwise outlive us."""
+    with _groups_lock:
+        groups = list(_RUNNING_GROUPS)
+    for pgid in groups:
+        _kill_group(pgid)
+
+
 def _open_pidfd(pid: int) -> int | None:
     # A pidfd becomes readable when the process exits: the only race-free way to notice the
     # plugin is gone while a child of it still holds stdout open.
@@ -371,13 +445,10 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-_DEFAULT = ExecProvider()
-
-
 def _exec_factory(options: dict[str, Any]) -> ExecProvider:
     if options:
         raise ValueError("exec plugins take no options; use execConfig args and env")
-    return _DEFAULT
+    return ExecProvider()  # one per config entry: closing an engine kills only its own plugins
 
 
 class ExecPlugin:
@@ -386,4 +457,8 @@ class ExecPlugin:
     @hookimpl
     def cpcreds_register_providers(self, register: Any) -> None:
         register("exec", _exec_factory)
+
+
+# A plugin started by a daemon thread (a refresh ahead of expiry) must not outlive the process.
+atexit.register(terminate_running_plugins)
 

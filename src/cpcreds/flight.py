@@ -1,0 +1,105 @@
+"""Flight: one plan's in-flight fetch, and the release of everyone waiting for it.
+
+A fetch is shared work; waiting for it is each caller's own business. So a waiter never touches
+the work: a thread waits on an event, an asyncio task on a future of its own that nobody else
+holds. Cancelling a task (``asyncio.wait_for``, a TaskGroup abort) cancels that future only; the
+fetch, and every other waiter, goes on (``DoChan`` in Go's singleflight, a shielded view of the
+work in anyio's terms).
+
+A flight ends in one of three ways, whichever comes first and only once:
+
+- :meth:`Flight.succeed` with a credential,
+- :meth:`Flight.fail` with a :class:`~cpcreds.CredentialError` (also what ``close()`` does),
+- :meth:`Flight.abandon`: the work stopped without an answer that belongs to anyone (Ctrl-C in the
+  thread running it, its event loop shut down). Waiters are told to try again; one of them then
+  starts a new fetch. Nothing is cached and no backoff starts: it was nobody's failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from .credential import Credential
+from .errors import CredentialError
+
+__all__ = ["Flight"]
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():  # its waiter may have been cancelled meanwhile
+        future.set_result(None)
+
+
+class Flight:
+    """The outcome of one fetch, once it is known. Thread-safe; waiters may be threads or tasks
+    on any event loop."""
+
+    __slots__ = ("credential", "error", "abandoned", "_done", "_lock", "_loop_waiters")
+
+    def __init__(self) -> None:
+        self.credential: Credential | None = None
+        self.error: CredentialError | None = None
+        #: True when the work stopped without an outcome; waiters should start over.
+        self.abandoned = False
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._loop_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    # -- ending it (once) --------------------------------------------------------------------
+
+    def succeed(self, credential: Credential) -> bool:
+        return self._end(credential=credential)
+
+    def fail(self, error: CredentialError) -> bool:
+        return self._end(error=error)
+
+    def abandon(self) -> bool:
+        return self._end(abandoned=True)
+
+    def _end(self, *, credential: Credential | None = None, error: CredentialError | None = None, abandoned: bool = False) -> bool:
+        """Record the outcome and wake every waiter; False if the flight had already ended."""
+        with self._lock:
+            if self._done.is_set():
+                return False
+            self.credential, self.error, self.abandoned = credential, error, abandoned
+            self._done.set()
+            waiters, self._loop_waiters = self._loop_waiters, []
+        for loop, future in waiters:
+            try:
+                loop.call_soon_threadsafe(_settle, future)
+            except RuntimeError:  # that loop is closed: its waiter is gone with it
+                pass
+        return True
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block this thread until the flight ends (True) or ``timeout`` passes (False).
+
+        Interruptible: Ctrl-C reaches the waiting thread as ``KeyboardInterrupt``."""
+        return self._done.wait(timeout)
+
+    async def wait_async(self) -> None:
+        """Wait on the running loop until the flight ends. Cancelling the awaiting task cancels
+        only its own wait."""
+        if self._done.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._loop_waiters.append((loop, future))
+        try:
+            await future
+        finally:
+            if not future.done() or future.cancelled():
+                with self._lock:
+                    entry: Any = (loop, future)
+                    if entry in self._loop_waiters:
+                        self._loop_waiters.remove(entry)
