@@ -9,6 +9,8 @@ one stderr handler rendering console or JSON lines, with the same redaction.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import re
@@ -22,25 +24,204 @@ __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "
 
 REDACTED = "[REDACTED]"
 
-# Keys whose values are secrets by name; matched as whole words inside snake/camel/kebab names.
-_SECRET_KEY = re.compile(r"(token|secret|password|passwd|authorization|private|key_data|keydata|credential_data)", re.I)
-# Secret-shaped text inside any string value.
-_SECRET_TEXT = [
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S), REDACTED),
-    (re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+"), r"\1 " + REDACTED),
-    (re.compile(r"(?i)((?<![\w-])\"?(?:token|clientKeyData|password|secret)\"?\s*[:=]\s*\"?)[^\s\"',;}]+"), r"\1" + REDACTED),
-]
+# -- what is a secret ------------------------------------------------------------------------------
+#
+# A *name* is secret when it ends with one of these words, compared without case and without
+# "_", "-" and ".": ``VAULT_TOKEN``, ``access_token``, ``clientSecret``, ``--client-secret``,
+# ``AWS_SECRET_ACCESS_KEY``, ``X-Auth-Token``, ``api_key`` and ``apikey`` are; ``token_file``,
+# ``refresh_token_file``, ``tokenType`` and ``expires_in`` are not.
+_SECRET_ENDINGS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "key",
+    "keydata",
+    "keyid",
+    "credential",
+    "credentials",
+    "authorization",
+    "auth",
+    "cookie",
+    "signature",
+    "sig",
+)
+# The same, as a regular expression (separators allowed anywhere inside a word).
+_ENDING_RE = "|".join(r"[_.-]?".join(word) for word in sorted(_SECRET_ENDINGS, key=len, reverse=True))
+_SECRET_NAME = re.compile(rf"(?i)(?:{_ENDING_RE})$")
+
+
+def _is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name.replace("_", "").replace("-", "").replace(".", "")))
+
+
+# Text between quotes, with backslash escapes; or one "word" of text without quotes.
+_QUOTED = r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\''
+_ESCAPED_QUOTED = r'\\"(?:[^"\\]|\\(?!"))*\\"'  # \"...\" inside a JSON string
+_BARE = r'[^\s"\'`<>]+'
+_VALUE = rf"(?:{_ESCAPED_QUOTED}|{_QUOTED}|{_BARE})"
+# A name that ends with a secret word; it must start a word (so "get-token:" is not "token:").
+_NAME_START = r"(?<![A-Za-z0-9_.\-])"
+_NAME = rf"[A-Za-z0-9_.\-]*?(?:{_ENDING_RE})"
+_NAME_NO_HYPHEN = rf"[A-Za-z0-9_.]*?(?:{_ENDING_RE})"
+
+_B64 = "A-Za-z0-9+/"
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
+# Body lines of a key whose BEGIN line is gone and whose END never came (a plugin killed while
+# writing it): two or more full 64-character base64 lines, maybe a partial first line at the start.
+_SEP = r"(?:\s+|(?:\\[rn])+)"
+_PEM_LINES = re.compile(
+    rf"(?:\A\s*[{_B64}]{{1,64}}{_SEP})?(?<![{_B64}=])[{_B64}]{{64}}(?:{_SEP}[{_B64}]{{64}})+(?:{_SEP}[{_B64}]{{1,63}}=*)?(?![{_B64}=])"
+)
+# kubeconfig's client-key-data: base64 of the PEM text ("-----BEGIN " is "LS0tLS1CRUdJTi").
+_PEM_BASE64 = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
+
+_AUTHORIZATION = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+    r"(?:(?:bearer|basic|token|negotiate|digest|aws4-hmac-sha256|sso-key)\s+)?)[^\s\"']+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer)\s+(?!\[REDACTED\])[^\s\"']+")
+_BASIC = re.compile(rf"(?i)\b(basic)\s+([{_B64}]{{4,}}={{0,2}})(?![{_B64}=])")
+_HEADER = re.compile(
+    r"(?<![\w.\-])((?:[Xx]-[A-Za-z0-9\-]*(?i:token|key|secret|password|auth|signature)"
+    r"|(?:[A-Z][A-Za-z0-9]*-)+(?:Token|Key|Secret|Password|Passwd|Signature|Credential|Credentials))"
+    r"\s*:\s*)[^\s\"']+"
+)
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/?#@\"']+@")
+_URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:\"'\[]+@")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*")
+# "access_token": "...", 'password': '...', \"token\": \"...\" (JSON, Python reprs, JSON in JSON)
+_QUOTED_KEY = re.compile(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_VALUE})")
+# token: ..., clientKeyData: ... (YAML, logfmt-ish); a hyphenated name is a program's prefix.
+_COLON = re.compile(rf"(?i){_NAME_START}({_NAME_NO_HYPHEN})(\s*:\s+|:)({_VALUE})")
+# --token VALUE, --client-secret VALUE (the "=" form is an assignment below)
+_FLAG = re.compile(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
+# VAULT_TOKEN=..., api_key=..., --password=..., ?access_token=...&
+_ASSIGN = re.compile(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
+
+
+def _blank(value: str) -> str:
+    """REDACTED in place of ``value``, keeping its quotes."""
+    for quote in ('\\"', '"', "'"):
+        if len(value) >= 2 * len(quote) and value.startswith(quote) and value.endswith(quote):
+            inner = value[len(quote) : -len(quote)]
+            return value if inner in ("", REDACTED) else f"{quote}{REDACTED}{quote}"
+    return REDACTED
+
+
+def _sub_quoted_key(match: re.Match[str]) -> str:
+    if match.group(2).lower().endswith("authorization"):
+        return match.group(0)  # the scheme is kept by _AUTHORIZATION
+    return f"{match.group(1)}{match.group(2)}{match.group(1)}{match.group(3)}{_blank(match.group(4))}"
+
+
+def _sub_colon(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name.lower().endswith("authorization") or not _is_secret_name(name):
+        return match.group(0)
+    return f"{name}{match.group(2)}{_blank(match.group(3))}"
+
+
+def _sub_flag(match: re.Match[str]) -> str:
+    if not _is_secret_name(match.group(1)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{_blank(match.group(3))}"
+
+
+def _sub_assign(match: re.Match[str]) -> str:
+    name, sep, value = match.group(1), match.group(2), match.group(3)
+    if name.lower().endswith("authorization"):
+        return match.group(0)
+    rest = ""
+    before = match.string[match.start() - 1] if match.start() else ""
+    if before in "?&;" and before and not value.startswith(("'", '"')):
+        # A query or form parameter ends at the next "&" (or the URL's fragment); the rest of the
+        # URL may hold more parameters, so it is redacted on its own.
+        cut = min((i for i in (value.find("&"), value.find("#")) if i >= 0), default=len(value))
+        value, rest = value[:cut], _ASSIGN.sub(_sub_assign, value[cut:])
+    return f"{name}{sep}{_blank(value)}{rest}"
+
+
+def _sub_basic(match: re.Match[str]) -> str:
+    # "Basic" is an ordinary word; it introduces a credential only when base64 "user:password" follows.
+    try:
+        decoded = base64.b64decode(match.group(2) + "=" * (-len(match.group(2)) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return f"{match.group(1)} {REDACTED}" if b":" in decoded else match.group(0)
+
+
+def _sub_pem_lines(match: re.Match[str]) -> str:
+    body = match.group(0)
+    if re.fullmatch(r"[0-9a-fA-F\s\\rn]+", body):
+        return body  # hex digests side by side (sha256 pins) are not a key
+    return REDACTED
+
+
+def _sub_pem_base64(match: re.Match[str]) -> str:
+    head = match.group(0)[:64]
+    try:
+        decoded = base64.b64decode(head[: len(head) // 4 * 4])
+    except (binascii.Error, ValueError):
+        return REDACTED
+    return REDACTED if b"PRIVATE KEY" in decoded or b"-----BEGIN" not in decoded[:11] else match.group(0)
+
+
+def _redact_headless_pem(text: str) -> str:
+    """Blank the body before each ``-----END … PRIVATE KEY-----`` whose BEGIN line is not in ``text``.
+
+    The kept tail of a plugin's stderr can start in the middle of a key. Going back from the END
+    line, everything that can be part of a PEM block (base64, whitespace, dashes, ``\\n`` escapes,
+    a cut BEGIN line) is the body.
+    """
+    out, pos = [], 0
+    for end in _PEM_END.finditer(text):
+        if end.start() < pos:
+            continue
+        start = end.start()
+        while start > pos and (text[start - 1] in _PEM_BODY_CHARS):
+            start -= 1
+        out.append(text[pos:start])
+        lead = len(text[start : end.start()]) - len(text[start : end.start()].lstrip())
+        out.append(text[start : start + lead] + REDACTED)
+        pos = end.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_PEM_BODY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=- \t\r\n\\")
 
 
 def redact_text(text: str) -> str:
-    """``text`` with bearer tokens, private keys and ``token=...``-style values blanked."""
-    for pattern, replacement in _SECRET_TEXT:
-        text = pattern.sub(replacement, text)
+    """``text`` with secrets blanked: private keys (whole or cut), bearer/basic credentials, JWTs,
+    passwords in URLs, and the values of secret-named headers, flags, JSON/YAML keys and
+    ``NAME=value`` assignments (``VAULT_TOKEN=…``, ``--password=…``, ``?access_token=…``)."""
+    if "PRIVATE KEY" in text:
+        text = _PEM_BLOCK.sub(REDACTED, text)
+        if "PRIVATE KEY" in text:
+            text = _redact_headless_pem(text)
+    text = _PEM_LINES.sub(_sub_pem_lines, text)
+    if "LS0tLS1CRUdJTi" in text:
+        text = _PEM_BASE64.sub(_sub_pem_base64, text)
+    text = _AUTHORIZATION.sub(rf"\1{REDACTED}", text)
+    text = _BEARER.sub(rf"\1 {REDACTED}", text)
+    text = _BASIC.sub(_sub_basic, text)
+    text = _HEADER.sub(rf"\1{REDACTED}", text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
+        text = _URL_USER.sub(rf"\1{REDACTED}@", text)
+    text = _JWT.sub(REDACTED, text)
+    text = _QUOTED_KEY.sub(_sub_quoted_key, text)
+    text = _COLON.sub(_sub_colon, text)
+    text = _FLAG.sub(_sub_flag, text)
+    text = _ASSIGN.sub(_sub_assign, text)
     return text
 
 
 def _redact_value(key: str, value: Any) -> Any:
-    if key and _SECRET_KEY.search(key) and value not in (None, "", b""):
+    if key and _is_secret_name(key) and value not in (None, "", b""):
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)
