@@ -662,11 +662,11 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
             return item
         if isinstance(item, int):
             if item.bit_length() > MAX_INT_DIGITS * 3.33:
-                raise ValueError(f"{path or 'the value'}: an integer has more than {MAX_INT_DIGITS} digits")
+                raise ValueError(f"{_at(path)}an integer has more than {MAX_INT_DIGITS} digits")
             return int(item)
         if isinstance(item, float):
             if not math.isfinite(item):
-                raise ValueError(f"{path or 'the value'}: a number that is not finite is not allowed")
+                raise ValueError(f"{_at(path)}a number that is not finite is not allowed")
             return item
         if depth >= max_depth:
             raise ValueError(f"is nested more than {max_depth} levels deep (or refers to itself)")
@@ -674,7 +674,7 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
             out = {}
             for key, sub in item.items():
                 if not isinstance(key, str):
-                    raise ValueError(f"{path or 'the value'}: a key is {_kind(key)}, not a string")
+                    raise ValueError(f"{_at(path)}a key is {_kind(key)}, not a string")
                 out[key] = copy(sub, f"{path}.{key}" if path else key, depth + 1)
             return make_dict(out)
         if isinstance(item, (list, tuple)):
@@ -682,6 +682,10 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
         raise ValueError(f"{path or 'the value'} is {_kind(item)}, which JSON cannot hold")
 
     return copy(value, "", 0)
+
+
+def _at(path: str) -> str:
+    return f"at {path}: " if path else ""
 
 
 def _kind(value: Any) -> str:

@@ -12,14 +12,17 @@ plans share one credential, as client-go shares one authenticator per exec confi
 from __future__ import annotations
 
 import base64
+import difflib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import ValidationError
 
+from ._parse import plain_copy
 from .api import (
     ADDITIONAL_ARGS_EXTENSION,
     ADDITIONAL_ENVS_EXTENSION,
@@ -27,17 +30,102 @@ from .api import (
     AccessProvider,
     ClusterProfile,
     ExecCluster,
+    unpassable_text,
 )
-from .config import ProviderConfig, ProviderEntry
+from .config import ProviderConfig, ProviderEntry, describe_validation_error
 from .errors import NoMatchingProvider, ProfileError
 from .logs import get_logger
+from .profiles import profile_ref
 
-__all__ = ["ExecSpec", "AccessPlan", "resolve", "parse_profile", "cluster_to_wire"]
+__all__ = [
+    "ExecSpec",
+    "AccessPlan",
+    "resolve",
+    "parse_profile",
+    "cluster_to_wire",
+    "PROFILE_ENV_DENYLIST",
+    "PROFILE_ENV_DENIED_PREFIXES",
+    "is_denied_env_name",
+    "mask_args",
+    "mask_env",
+    "MASK",
+]
 
 _log = get_logger(__name__)
 
+#: Environment variables a ClusterProfile may never set for a plugin, whatever the policy: they
+#: change which code the dynamic loader, an interpreter or a shell runs (or where it reads its
+#: start-up files from: ``HOME`` holds Python's ``usercustomize``, ``.npmrc``, ``.gemrc``, ...),
+#: whom the plugin's TLS trusts, or where TLS keys are written. Compared in upper case.
+PROFILE_ENV_DENYLIST = frozenset(
+    {
+        # the command's own lookup, and the exec request itself
+        "PATH", "KUBERNETES_EXEC_INFO", "HOME",
+        # shells
+        "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "CDPATH", "GLOBIGNORE",
+        # interpreters
+        "PERL5LIB", "PERL5OPT", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH",
+        "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "GODEBUG",
+        # the C library and the resolver
+        "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS",
+        # TLS trust and secrets
+        "OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "SSLKEYLOGFILE", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+    }
+)  # fmt: skip
+#: Name prefixes refused the same way: ``LD_PRELOAD`` and friends, ``DYLD_*``, every ``PYTHON*``
+#: variable, exported bash functions, glibc's ``MALLOC_*`` tunables.
+PROFILE_ENV_DENIED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "BASH_FUNC_", "MALLOC_")
 
-@dataclass(frozen=True)
+#: A portable environment variable name (POSIX): letters, digits and ``_``, not starting with a digit.
+_PORTABLE_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: What masked values are replaced with.
+MASK = "***"
+_SECRET_FLAG = re.compile(
+    r"--?[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[A-Za-z0-9_.-]*",
+    re.IGNORECASE,
+)
+
+
+def is_denied_env_name(name: str) -> bool:
+    """Whether a ClusterProfile may not set the variable ``name`` (see :data:`PROFILE_ENV_DENYLIST`)."""
+    upper = name.upper()
+    return upper in PROFILE_ENV_DENYLIST or upper.startswith(PROFILE_ENV_DENIED_PREFIXES)
+
+
+def mask_args(args: Iterable[str]) -> list[str]:
+    """``args`` with the values of secret-looking flags replaced by ``***``.
+
+    ``--password=x`` becomes ``--password=***``; in the two-word form ``--token x`` the word after
+    the flag becomes ``***`` (unless it is itself a flag). A flag is secret-looking when its name
+    contains password, passwd, secret, token, api-key, access-key, private-key or credential.
+    """
+    masked: list[str] = []
+    hide_next = False
+    for arg in args:
+        text = str(arg)
+        if hide_next and not text.startswith("-"):
+            masked.append(MASK)
+            hide_next = False
+            continue
+        hide_next = False
+        flag, sep, _ = text.partition("=")
+        if _SECRET_FLAG.fullmatch(flag):
+            if sep:
+                masked.append(f"{flag}={MASK}")
+                continue
+            hide_next = True
+        masked.append(text)
+    return masked
+
+
+def mask_env(env: Iterable[tuple[str, str]]) -> list[str]:
+    """``NAME=***`` for every variable: env values are where plugins take secrets."""
+    return [f"{name}={MASK}" for name, _ in env]
+
+
+@dataclass(frozen=True, repr=False)
 class ExecSpec:
     """The exec plugin invocation for one plan: the entry's ExecConfig after the policies."""
 
@@ -52,15 +140,25 @@ class ExecSpec:
     install_hint: str = ""
     stdin_unavailable: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, show_values: bool = False) -> dict[str, Any]:
+        """As kubeconfig spells it; env values and secret-looking args are ``***`` unless
+        ``show_values``."""
         return {
             "apiVersion": self.api_version,
             "command": self.command,
-            "args": list(self.args),
-            "env": [{"name": n, "value": v} for n, v in self.env],
+            "args": list(self.args) if show_values else mask_args(self.args),
+            "env": [{"name": n, "value": v if show_values else MASK} for n, v in self.env],
             "provideClusterInfo": self.provide_cluster_info,
             "interactiveMode": self.interactive_mode,
         }
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecSpec(api_version={self.api_version!r}, command={self.command!r}, args={mask_args(self.args)!r}, "
+            f"env={mask_env(self.env)!r}, provide_cluster_info={self.provide_cluster_info!r}, "
+            f"interactive_mode={self.interactive_mode!r}, install_hint={self.install_hint!r}, "
+            f"stdin_unavailable={self.stdin_unavailable!r})"
+        )
 
 
 def cluster_to_wire(cluster: ExecCluster) -> dict[str, Any]:
@@ -107,7 +205,7 @@ class AccessPlan:
             "provider": self.provider,
             "kind": self.kind,
             "timeout": self.timeout,
-            "exec": None if self.exec is None else {**self.exec.to_dict(), "installHint": self.exec.install_hint},
+            "exec": None if self.exec is None else {**self.exec.to_dict(show_values=True), "installHint": self.exec.install_hint},
             "options": dict(self.options),
             "cluster": cluster_to_wire(self.cluster) if sees_cluster else None,
         }
@@ -119,11 +217,12 @@ class AccessPlan:
     def __hash__(self) -> int:
         return hash(self.key)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The plan as ``cpcreds resolve`` prints it."""
-        out: dict[str, Any] = {"provider": self.provider, "cluster": cluster_to_wire(self.cluster)}
+    def to_dict(self, show_values: bool = False) -> dict[str, Any]:
+        """The plan as ``cpcreds resolve`` prints it: env values and secret-looking args are
+        ``***`` (see :func:`mask_args`) unless ``show_values``. A new, mutable structure."""
+        out: dict[str, Any] = {"provider": self.provider, "cluster": json.loads(json.dumps(cluster_to_wire(self.cluster)))}
         if self.exec is not None:
-            out["exec"] = self.exec.to_dict()
+            out["exec"] = self.exec.to_dict(show_values=show_values)
         else:
             out["type"] = self.kind
             out["options"] = json.loads(json.dumps(dict(self.options), default=str))
@@ -131,19 +230,25 @@ class AccessPlan:
 
 
 def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile:
-    """Accept a ClusterProfile model or a plain dict (as the ``kubernetes`` client returns it)."""
+    """Accept a ClusterProfile model or a plain dict (as the ``kubernetes`` client returns it).
+
+    Raises :class:`~cpcreds.errors.ProfileError` naming the profile and the field; the message
+    names the type of a wrong value, never the value.
+    """
     if isinstance(profile, ClusterProfile):
         return profile
     if not isinstance(profile, Mapping):
         raise ProfileError(f"expected a ClusterProfile mapping, got {type(profile).__name__}")
+    problems: list[tuple[str, str]] = []
     try:
-        return ClusterProfile.model_validate(profile)
+        return ClusterProfile.model_validate(dict(profile))
     except ValidationError as exc:
-        meta = profile.get("metadata") if isinstance(profile.get("metadata"), Mapping) else {}
-        ref = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p) or "<unnamed>"
-        err = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(part) for part in err["loc"])
-        raise ProfileError(f"field {where}: {err['msg'].removeprefix('Value error, ')}", profile=ref) from None
+        problems = describe_validation_error(exc, ClusterProfile)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
+        problems = [("", "holds a value that cannot be read")]
+    # Raised outside the except block: pydantic's error quotes the input.
+    where, message = problems[0] if problems else ("", "is not valid")
+    raise ProfileError(f"field {where}: {message}" if where else message, profile=profile_ref(dict(profile)))
 
 
 def _offered_providers(profile: ClusterProfile) -> dict[str, AccessProvider]:
@@ -161,19 +266,69 @@ def _offered_providers(profile: ClusterProfile) -> dict[str, AccessProvider]:
     return offered
 
 
+_PROVIDER_LISTS = ("accessProviders", "credentialProviders")
+
+
+def _missing_providers_hint(raw: Any) -> str:
+    """Where a profile without status.accessProviders may have put them, for the message."""
+    if not isinstance(raw, Mapping):
+        return ""
+    for place in ("spec", None):
+        holder = raw.get(place) if place else raw
+        if isinstance(holder, Mapping):
+            for key in _PROVIDER_LISTS:
+                if key in holder:
+                    where = f"{place}.{key}" if place else f"{key} at the top level"
+                    return f" (found {where}; it belongs under status)"
+    status = raw.get("status")
+    if not isinstance(status, Mapping) or not status:
+        return " (the profile has no status; the cluster manager fills it in)"
+    keys = [key for key in status if isinstance(key, str)]
+    for key in keys:
+        close = difflib.get_close_matches(key.lower(), [k.lower() for k in _PROVIDER_LISTS], n=1, cutoff=0.75)
+        if close:
+            right = next(k for k in _PROVIDER_LISTS if k.lower() == close[0])
+            shown = key if len(key) <= 40 and key.isprintable() else "a key"
+            return f" (found status.{shown}; did you mean status.{right}?)"
+    return ""
+
+
+def _has_provider_lists(raw: Any) -> bool:
+    status = raw.get("status") if isinstance(raw, Mapping) else None
+    return isinstance(status, Mapping) and any(status.get(key) is not None for key in _PROVIDER_LISTS)
+
+
 def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
     """Pick the first provider *in config order* that the profile offers and build its plan.
 
     Raises :class:`~cpcreds.errors.NoMatchingProvider` (naming the profile, what it offers and what
-    the config has) or :class:`~cpcreds.errors.ProfileError` for a malformed profile.
+    the config has) or :class:`~cpcreds.errors.ProfileError` for a malformed profile (one without
+    ``status.accessProviders`` included). The plan shares nothing mutable with ``profile``.
     """
     model = parse_profile(profile)
     offered = _offered_providers(model)
+    if not offered:
+        if isinstance(profile, ClusterProfile):
+            given = {"access_providers", "credential_providers"} & profile.status.model_fields_set
+            raw: Any = {"spec": profile.spec, "status": {"accessProviders": []} if given else {}}
+        else:
+            raw = profile
+        if not _has_provider_lists(raw):
+            raise ProfileError(f"the profile has no status.accessProviders{_missing_providers_hint(raw)}", profile=model.ref)
     for entry in config.providers:
         access = offered.get(entry.name)
         if access is not None:
             return _plan(entry, access, model.ref)
     raise NoMatchingProvider(model.ref, list(offered), config.names)
+
+
+def _frozen(value: Any, where: str, ref: str) -> Any:
+    problem: str | None = None
+    try:
+        return plain_copy(value)
+    except ValueError as exc:
+        problem = str(exc)
+    raise ProfileError(f"{where}: {problem}", profile=ref)
 
 
 def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
@@ -184,6 +339,9 @@ def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
     if not source.server:
         raise ProfileError(f"{where}.server is empty", profile=ref)
     extensions = {ext.name: ext.extension for ext in source.extensions}
+    # A deep, read-only copy: neither the caller (changing its profile dict after resolve) nor a
+    # provider (changing plan.cluster.config) can change the plan or its key.
+    config = _frozen(extensions.get(EXEC_EXTENSION), f"{where}.extensions[{EXEC_EXTENSION}]", ref)
     cluster = ExecCluster(
         server=source.server,
         tls_server_name=source.tls_server_name,
@@ -191,14 +349,14 @@ def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
         certificate_authority_data=source.certificate_authority_data,
         proxy_url=source.proxy_url,
         disable_compression=source.disable_compression,
-        config=extensions.get(EXEC_EXTENSION),
+        config=config,
     )
     if entry.exec_config is None:
         return AccessPlan(
             provider=entry.name,
             kind=entry.kind,
             cluster=cluster,
-            options=MappingProxyType(dict(entry.options)),
+            options=MappingProxyType(plain_copy(dict(entry.options))),
             timeout=entry.timeout,
         )
     base = entry.exec_config
@@ -223,27 +381,54 @@ def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
     return AccessPlan(provider=entry.name, kind="exec", cluster=cluster, exec=spec, timeout=entry.timeout)
 
 
+#: Longest profile-sourced argument or variable value, and most of them (a plugin's argv and
+#: environment share the kernel's ARG_MAX, typically 2 MiB).
+MAX_PROFILE_VALUE_CHARS = 64 * 1024
+MAX_PROFILE_ITEMS = 256
+
+
 def _scalar_text(value: Any) -> str | None:
     # YAML/JSON scalars become strings as Go's yaml.v3 decodes them into a []string / map[string]string.
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
+    if isinstance(value, int):
+        return str(value) if value.bit_length() <= 64 else None
+    if isinstance(value, float):
+        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, str):
+        return value
     return None
+
+
+def _check_text(text: str, what: str, ref: str) -> None:
+    problem = unpassable_text(text)
+    if problem is None and len(text) > MAX_PROFILE_VALUE_CHARS:
+        problem = f"is longer than {MAX_PROFILE_VALUE_CHARS} characters"
+    if problem is not None:
+        raise ProfileError(f"{what} {problem}", profile=ref)
 
 
 def _additional_args(raw: Any, where: str, ref: str) -> tuple[str, ...]:
     if raw is None:
         return ()
-    if not isinstance(raw, list):
+    if not isinstance(raw, (list, tuple)):
         raise ProfileError(f"{where} must be a list of strings", profile=ref)
+    if len(raw) > MAX_PROFILE_ITEMS:
+        raise ProfileError(f"{where} has more than {MAX_PROFILE_ITEMS} items", profile=ref)
     args = []
     for index, item in enumerate(raw):
         text = _scalar_text(item)
         if text is None:
             raise ProfileError(f"{where}[{index}] must be a string", profile=ref)
+        _check_text(text, f"{where}[{index}]", ref)
         args.append(text)
     return tuple(args)
+
+
+def _show_name(name: Any) -> str:
+    if isinstance(name, str) and len(name) <= 64 and name.isprintable():
+        return repr(name)
+    return "(a name that is not shown)"
 
 
 def _additional_envs(raw: Any, where: str, ref: str) -> dict[str, str]:
@@ -251,11 +436,23 @@ def _additional_envs(raw: Any, where: str, ref: str) -> dict[str, str]:
         return {}
     if not isinstance(raw, Mapping):
         raise ProfileError(f"{where} must be a map of strings", profile=ref)
+    if len(raw) > MAX_PROFILE_ITEMS:
+        raise ProfileError(f"{where} has more than {MAX_PROFILE_ITEMS} entries", profile=ref)
     envs = {}
     for name, value in raw.items():
         text = _scalar_text(value)
-        if not isinstance(name, str) or not name or "=" in name or text is None:
-            raise ProfileError(f"{where}: entry {name!r} must map a variable name to a string", profile=ref)
+        if not isinstance(name, str) or text is None:
+            raise ProfileError(f"{where}: entry {_show_name(name)} must map a variable name to a string", profile=ref)
+        if not _PORTABLE_ENV_NAME.fullmatch(name):
+            reason = "is empty" if not name else "is not a portable variable name (letters, digits and _, not starting with a digit)"
+            raise ProfileError(f"{where}: variable {_show_name(name)} {reason}", profile=ref)
+        if is_denied_env_name(name):
+            raise ProfileError(
+                f"{where}: variable {name} may not be set by a ClusterProfile "
+                "(it changes what the plugin's loader, interpreter or shell runs, or whom it trusts)",
+                profile=ref,
+            )
+        _check_text(text, f"{where}: the value of {name}", ref)
         envs[name] = text
     return envs
 

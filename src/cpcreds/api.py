@@ -255,9 +255,15 @@ class ClusterProfile(_Wire):
     def ref(self) -> str:
         """``namespace/name`` (or ``name``), for messages and logs."""
         meta = self.metadata
-        if meta.namespace:
-            return f"{meta.namespace}/{meta.name or '<unnamed>'}"
-        return meta.name or "<unnamed>"
+        name = meta.name if _showable_name(meta.name) else "<unnamed>"
+        if _showable_name(meta.namespace):
+            return f"{meta.namespace}/{name}"
+        return name
+
+
+def _showable_name(value: str) -> bool:
+    # Kubernetes names are at most 253 printable characters; anything else is not put in messages.
+    return 0 < len(value) <= 253 and value.isprintable()
 
 
 class ExecCluster(_Wire):

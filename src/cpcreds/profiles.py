@@ -2,57 +2,109 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .api import YAML_LOADER
+from ._parse import DocumentError, load_documents, read_bounded
 from .errors import ProfileError
 
-__all__ = ["load_profiles", "select_profile", "profile_ref"]
+__all__ = ["load_profiles", "select_profile", "profile_ref", "MAX_PROFILE_FILE_BYTES"]
+
+#: Largest ClusterProfile file (or stdin) read: a List of a few thousand profiles.
+MAX_PROFILE_FILE_BYTES = 16 * 1024 * 1024
+#: Deepest nesting allowed in a profile file.
+MAX_PROFILE_DEPTH = 100
+#: Most YAML aliases in a profile file, and most values once aliases are expanded.
+MAX_PROFILE_ALIASES = 1000
+MAX_PROFILE_NODES = 2_000_000
+
+
+def _read(source: str) -> bytes:
+    reason: str | None = None
+    try:
+        if source == "-":
+            stream = getattr(sys.stdin, "buffer", None)
+            data = stream.read(MAX_PROFILE_FILE_BYTES + 1) if stream is not None else sys.stdin.read(MAX_PROFILE_FILE_BYTES + 1)
+            data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+            if len(data) > MAX_PROFILE_FILE_BYTES:
+                reason = f"is larger than {MAX_PROFILE_FILE_BYTES // (1024 * 1024)} MiB"
+            else:
+                return data
+        elif os.path.isdir(source):
+            reason = "is a directory, not a file"
+        else:
+            return read_bounded(source, MAX_PROFILE_FILE_BYTES)
+    except FileNotFoundError:
+        reason = "file not found"
+    except DocumentError as exc:
+        reason = exc.detail
+    except (OSError, ValueError) as exc:
+        reason = f"cannot read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__}"
+    # Raised outside the except block so that no OSError hangs off the ProfileError.
+    raise ProfileError(f"{'<stdin>' if source == '-' else source}: {reason or 'cannot read'}")
 
 
 
-def profile_ref(profile: dict[str, Any]) -> str:
-    meta = profile.get("metadata") or {}
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
+
+
+def _name_part(value: Any) -> str | None:
+    # Names in messages: Kubernetes names are short and printable; anything else is not shown.
+    if isinstance(value, str) and 0 < len(value) <= 253 and value.isprintable():
+        return value
+    return None
+
+
+def profile_ref(profile: Any) -> str:
+    """``namespace/name`` (or ``name``, or ``<unnamed>``) of a profile dict, for messages."""
+    meta = profile.get("metadata") if isinstance(profile, dict) else None
     if not isinstance(meta, dict):
         return "<unnamed>"
-    name = meta.get("name") or "<unnamed>"
-    return f"{meta['namespace']}/{name}" if meta.get("namespace") else str(name)
+    name = _name_part(meta.get("name")) or "<unnamed>"
+    namespace = _name_part(meta.get("namespace"))
+    return f"{namespace}/{name}" if namespace else name
 
 
 def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every ClusterProfile in a file (``-`` is stdin): a single object, multi-document YAML, or
     a ``kind: List`` / ``ClusterProfileList`` with ``items``."""
     source = os.fspath(path)
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{source}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{source}: cannot read: {exc}") from None
+    data = _read(source)
     label = "<stdin>" if source == "-" else source
+    problem: DocumentError | None = None
     try:
-        documents = [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.load_all(text, Loader=YAML_LOADER))
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ProfileError(f"{label}: not valid YAML or JSON{where}") from None
+        documents = load_documents(
+            data,
+            source=label,
+            syntax="json" if label.endswith(".json") else "auto",
+            max_bytes=MAX_PROFILE_FILE_BYTES,
+            max_depth=MAX_PROFILE_DEPTH,
+            max_aliases=MAX_PROFILE_ALIASES,
+            max_nodes=MAX_PROFILE_NODES,
+        )
+    except DocumentError as exc:
+        problem = exc
+    if problem is not None:
+        raise ProfileError(str(problem))
     profiles: list[dict[str, Any]] = []
     for doc in documents:
         if doc is None:
             continue
         if not isinstance(doc, dict):
-            raise ProfileError(f"{label}: expected a ClusterProfile object, found a {type(doc).__name__}")
+            raise ProfileError(f"{label}: expected a ClusterProfile object, found {_kind(doc)}")
         kind = doc.get("kind")
         if kind == "List" or (isinstance(kind, str) and kind.endswith("List")):
             items = doc.get("items") or []
             if not isinstance(items, list):
-                raise ProfileError(f"{label}: items of a {kind} must be a list")
+                raise ProfileError(f"{label}: items of a List must be a list")
             for index, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise ProfileError(f"{label}: items[{index}] is not an object")
@@ -62,10 +114,16 @@ def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for index, profile in enumerate(profiles):
         kind = profile.get("kind", "ClusterProfile")
         if kind != "ClusterProfile":
-            raise ProfileError(f"{label}: object {index} is a {kind!r}, not a ClusterProfile")
+            shown = f"a {kind!r}" if isinstance(kind, str) and len(kind) <= 60 and kind.isprintable() else f"of kind {_kind(kind)}"
+            raise ProfileError(f"{label}: object {index} is {shown}, not a ClusterProfile")
     if not profiles:
         raise ProfileError(f"{label}: no ClusterProfile found")
     return profiles
+
+
+def _metadata(profile: Any) -> dict[str, Any]:
+    meta = profile.get("metadata") if isinstance(profile, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def select_profile(profiles: list[dict[str, Any]], name: str | None, source: str) -> dict[str, Any]:
@@ -75,7 +133,7 @@ def select_profile(profiles: list[dict[str, Any]], name: str | None, source: str
             return profiles[0]
         names = ", ".join(profile_ref(p) for p in profiles)
         raise ProfileError(f"{source} holds {len(profiles)} ClusterProfiles ({names}); pick one with --name")
-    matches = [p for p in profiles if name in (profile_ref(p), (p.get("metadata") or {}).get("name"))]
+    matches = [p for p in profiles if name in (profile_ref(p), _name_part(_metadata(p).get("name")))]
     if len(matches) == 1:
         return matches[0]
     if not matches:
