@@ -28,7 +28,15 @@ def parse_rfc3339(value: str) -> datetime:
     if tail:  # fromisoformat takes at most 6 fraction digits; Go allows 9
         digits = re.match(r"\d+", tail).group(0)  # type: ignore[union-attr]
         text = f"{head}.{digits[:6].ljust(6, '0')}{tail[len(digits):]}"
-    return datetime.fromisoformat(text).astimezone(timezone.utc)
+    reason = "expirationTimestamp is not a valid date and time"
+    try:
+        return datetime.fromisoformat(text).astimezone(timezone.utc)
+    except ValueError:  # month 13, hour 25, offset +99:00, ...
+        pass
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is past the largest datetime in UTC
+        reason = "expirationTimestamp is outside the years 1 to 9999 in UTC"
+    # Raised outside the except block, without the value: a lying plugin may put a token there.
+    raise ValueError(reason)
 
 
 def format_rfc3339(moment: datetime) -> str:
@@ -129,18 +137,25 @@ def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime]:
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
+    # Errors are raised outside the except blocks: nothing of the parser's (which may describe
+    # the key) chains onto ours.
+    chain = key = None
     try:
-        chain = x509.load_pem_x509_certificates(cert_pem.encode())
+        chain = x509.load_pem_x509_certificates(cert_pem.encode("utf-8", "replace"))
     except ValueError:
-        raise ValueError("clientCertificateData is not a PEM certificate") from None
+        pass
+    if not chain:
+        raise ValueError("clientCertificateData is not a PEM certificate")
     try:
         # Skipping the RSA consistency check keeps a 4096-bit key at microseconds, not
         # milliseconds; the public-key comparison below is the check that matters here.
         key = serialization.load_pem_private_key(
-            key_pem.encode(), password=None, unsafe_skip_rsa_key_validation=True
+            key_pem.encode("utf-8", "replace"), password=None, unsafe_skip_rsa_key_validation=True
         )
     except (ValueError, TypeError):
-        raise ValueError("clientKeyData is not an unencrypted PEM private key") from None
+        pass
+    if key is None:
+        raise ValueError("clientKeyData is not an unencrypted PEM private key")
     leaf = chain[0]
     raw = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(*raw) != leaf.public_key().public_bytes(*raw):
