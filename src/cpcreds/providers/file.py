@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+import os
+import stat
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,15 +28,52 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .._parse import load_document
 from ..access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
 from ..errors import ProviderError
 from ..hookspecs import hookimpl
 
-__all__ = ["FileProvider", "FileOptions", "FilePlugin"]
+__all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", "MAX_FILE_BYTES"]
 
 MAX_REFRESH_INTERVAL = 365 * 24 * 3600.0
+#: Largest file read (a token, or a certificate chain or key, is a few KiB).
+MAX_FILE_BYTES = 1024 * 1024
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_credential_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The text of a regular file of at most ``max_bytes``; ``ValueError`` says why not.
+
+    Only regular files (or symlinks to them, as in projected volumes) are read: a device
+    (``/dev/zero``), a FIFO or a socket is refused before any read, so nothing can make a fetch
+    hang or grow without bound. ``FileNotFoundError`` is left to the caller.
+    """
+    fd = os.open(path, _OPEN_FLAGS)  # non-blocking: opening a FIFO cannot wait for a writer
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValueError("is a directory")
+        if not stat.S_ISREG(mode):
+            raise ValueError("is not a regular file")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise ValueError(f"is larger than {max_bytes // 1024} KiB")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    raise ValueError("is not UTF-8 text")
 
 
 class FileOptions(BaseModel):
@@ -69,7 +107,10 @@ def _jwt_expiry(token: str) -> datetime | None:
     if len(parts) != 3:
         return None
     try:
-        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        # The bounded loader: a payload nested 100,000 levels deep is just "no usable exp".
+        payload = load_document(
+            base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)), source="token", syntax="json"
+        )
         exp = payload.get("exp") if isinstance(payload, dict) else None
         if isinstance(exp, (int, float)) and not isinstance(exp, bool):
             return datetime.fromtimestamp(exp, timezone.utc)
@@ -88,12 +129,14 @@ class FileProvider:
 
     def _read(self, path: Path, what: str, provider: str) -> str:
         try:
-            return path.read_text(encoding="utf-8")
+            return read_credential_file(path)
         except FileNotFoundError:
-            raise ProviderError(f"file provider: {what} {path} does not exist", provider=provider) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ProviderError(f"file provider: cannot read {what} {path}: {reason}", provider=provider) from None
+            message = f"file provider: {what} {path} does not exist"
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            message = f"file provider: cannot read {what} {path}: {reason}"
+        # Raised outside the except block so that nothing chains onto it.
+        raise ProviderError(message, provider=provider)
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         opts = self.options
@@ -110,10 +153,13 @@ class FileProvider:
             jwt_exp = _jwt_expiry(token)
             if jwt_exp is not None:
                 expiry = min(expiry, jwt_exp)
+        problem = ""
         try:
             credential = Credential(token=token, client_certificate_data=cert, client_key_data=key, expiration_timestamp=expiry)
         except ValueError as exc:
-            raise ProviderError(f"file provider: {exc}", provider=plan.provider) from None
+            problem = str(exc)
+        if problem:
+            raise ProviderError(f"file provider: {problem}", provider=plan.provider)
         if credential.certificate_not_after is not None and credential.certificate_not_after < expiry:
             credential = Credential(
                 token=token, client_certificate_data=cert, client_key_data=key, expiration_timestamp=credential.certificate_not_after
