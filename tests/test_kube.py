@@ -188,8 +188,11 @@ def test_api_client_lists_namespaces_with_the_plugins_token(make_engine, spoke: 
         assert names(kclient.CoreV1Api(api).list_namespace()) == NAMESPACES
         assert names(kclient.CoreV1Api(api).list_namespace()) == NAMESPACES
         conf = api.configuration
-        # The CA stays in memory: no temporary CA file.
-        assert conf.ssl_ca_cert is None and "BEGIN CERTIFICATE" in conf.ca_cert_data
+        # In memory for the REST client; as a private file for kubernetes.stream's websockets.
+        assert "BEGIN CERTIFICATE" in conf.ca_cert_data
+        ca_file = Path(conf.ssl_ca_cert)
+        assert ca_file.read_text() == conf.ca_cert_data and stat.S_IMODE(ca_file.stat().st_mode) == 0o600
+    assert not ca_file.exists()  # removed on close
     assert [(r.auth, r.token, r.status) for r in spoke.requests] == [("token", "spoke-token", 200)] * 2
     assert runs(count) == 1  # the second request was a cache hit
 

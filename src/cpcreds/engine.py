@@ -265,22 +265,21 @@ class CredentialEngine:
 
         Raises only :class:`CredentialError` subclasses (and ``KeyboardInterrupt`` /
         ``SystemExit``, which pass through untouched)."""
-        # The hit path takes no lock: dict reads and one tuple read are atomic in CPython.
         plan = self._plans.get(_profile_identity(profile))
-        if plan is not None:
-            entry = self._entries.get(plan.key)
-            if entry is not None:
-                credential, refresh_at = entry.fresh
-                if credential is not None:
-                    now = self._clock()
-                    if now < refresh_at:
-                        entry.used = now
-                        entry.hits += 1
-                        return credential
         return self.get_credential_for_plan(plan or self.resolve(profile))
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`get_credential`, for a plan already resolved."""
+        # The hit path takes no lock: dict reads and one tuple read are atomic in CPython.
+        entry = self._entries.get(plan.key)
+        if entry is not None:
+            credential, refresh_at = entry.fresh
+            if credential is not None:
+                now = self._clock()
+                if now < refresh_at:
+                    entry.used = now
+                    entry.hits += 1
+                    return credential
         while True:
             credential, flight, deadline = self._claim(plan)
             if credential is not None:
@@ -300,17 +299,19 @@ class CredentialEngine:
         loop. Cancelling this call (a timeout, a TaskGroup abort) cancels only this caller's wait.
         """
         plan = self._plans.get(_profile_identity(profile))
-        if plan is not None:
-            entry = self._entries.get(plan.key)
-            if entry is not None:
-                credential, refresh_at = entry.fresh
-                if credential is not None:
-                    now = self._clock()
-                    if now < refresh_at:
-                        entry.used = now
-                        entry.hits += 1
-                        return credential
-        plan = plan or self.resolve(profile)
+        return await self.aget_credential_for_plan(plan or self.resolve(profile))
+
+    async def aget_credential_for_plan(self, plan: AccessPlan) -> Credential:
+        """As :meth:`aget_credential`, for a plan already resolved."""
+        entry = self._entries.get(plan.key)
+        if entry is not None:
+            credential, refresh_at = entry.fresh
+            if credential is not None:
+                now = self._clock()
+                if now < refresh_at:
+                    entry.used = now
+                    entry.hits += 1
+                    return credential
         while True:
             credential, flight, deadline = self._claim(plan)
             if credential is not None:
@@ -409,8 +410,11 @@ class CredentialEngine:
         is cached, no backoff) and propagate to this thread's caller."""
         started = time.perf_counter()
         try:
-            with self._workers.slot(plan.provider, deadline):
+            self._workers.acquire(plan.provider, deadline)
+            try:
                 credential = self._call(plan, deadline)
+            finally:
+                self._workers.release(plan.provider)
             self._check_fresh(plan, credential)
         except CredentialError as exc:
             self._publish(plan, flight, None, exc, time.perf_counter() - started, background)

@@ -1,20 +1,28 @@
 """Adapters to the official ``kubernetes`` client (sync) and ``kubernetes.aio``.
 
-Each adapter ties one ClusterProfile to a client ``Configuration``:
+Each adapter ties one ClusterProfile's plan to client ``Configuration`` objects:
 
-- endpoint and TLS from the profile: host, ``ca_cert_data`` (in memory, no temp CA file),
-  tls-server-name, insecure-skip-tls-verify, proxy-url (when the profile names none, the client's
-  own HTTPS_PROXY/NO_PROXY handling applies);
+- endpoint and TLS from the profile: host, the CA (in memory as ``ca_cert_data`` for the REST
+  clients, and as a file, ``ssl_ca_cert``, because ``kubernetes.stream``'s websockets read only
+  that), tls-server-name, insecure-skip-tls-verify, proxy-url (when the profile names none, the
+  client's own HTTPS_PROXY/NO_PROXY handling applies);
 - a bearer token through ``refresh_api_key_hook``, seeded so the client calls the hook on every
-  request; the hook is the engine's cache hit (microseconds) or, near expiry, its refresh;
+  request; the hook is the engine's cache hit (microseconds) or, near expiry, its refresh. The hook
+  refreshes the configuration it is handed, so ``copy.deepcopy(conf)`` and
+  ``Configuration.set_default(conf)`` give configurations that stay fresh too;
 - client certificates through a file in a private 0700 directory (0600, certificate and key in one
-  file replaced atomically on rotation, removed on close and at exit), because both clients only
-  take certificate paths; on rotation the REST client (its connection pool, and for
-  ``kubernetes.aio`` its SSL context and session) is rebuilt so new connections present the new
-  certificate;
+  file replaced atomically on rotation), because both clients only take certificate paths; on
+  rotation the REST client (its connection pool, and for ``kubernetes.aio`` its SSL context and
+  session) is rebuilt so new connections present the new certificate;
 - ``api_client()`` retries a request once after a 401, with a credential fetched after
   :meth:`CredentialEngine.invalidate` — never with no credential: a failing provider raises a
-  :class:`~cpcreds.CredentialError` and no request is sent.
+  :class:`~cpcreds.CredentialError` and no request is sent. The sync and the aio client follow one
+  request policy (:func:`_request_flow`); each only drives it with its own I/O.
+
+The private directories are removed on ``close()``, when the binding is garbage-collected, and at
+interpreter exit, only ever by the process that created them (a forked child's exit leaves its
+parent's files alone). Python's default SIGTERM action skips exit handlers: a service calls
+:func:`remove_certificate_files` from its signal handler (or raises ``SystemExit`` there).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .access import AccessPlan
@@ -35,18 +43,48 @@ from .credential import Credential
 if TYPE_CHECKING:
     from .engine import CredentialEngine
 
-__all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "CredentialBinding"]
+__all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "CredentialBinding", "remove_certificate_files"]
 
-_live_dirs: set[str] = set()
+# Private directories made by this process: path -> pid of the process that made it.
+_live_dirs: dict[str, int] = {}
 _live_dirs_lock = threading.Lock()
 
 
-@atexit.register
-def _remove_leftover_cert_dirs() -> None:
+def remove_certificate_files() -> None:
+    """Remove every private certificate directory this process made (and still holds).
+
+    Runs at interpreter exit by itself; call it from a SIGTERM/SIGHUP handler, which Python does
+    not turn into an exit by default. Clients still open lose their certificate file: call it only
+    when the process is about to end."""
+    pid = os.getpid()
     with _live_dirs_lock:
-        for path in list(_live_dirs):
-            shutil.rmtree(path, ignore_errors=True)
-        _live_dirs.clear()
+        mine = [path for path, owner in _live_dirs.items() if owner == pid]
+        for path in mine:
+            del _live_dirs[path]
+    for path in mine:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(remove_certificate_files)
+
+
+def _forget_parent_dirs() -> None:
+    # In a forked child: the directories are the parent's, to remove when *it* is done.
+    global _live_dirs_lock
+    _live_dirs_lock = threading.Lock()  # the parent's lock may have been held at fork time
+    _live_dirs.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_dirs)
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    if os.getpid() != owner:
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    with _live_dirs_lock:
+        _live_dirs.pop(path, None)
 
 
 def _write_private(directory: str, name: str, data: str) -> str:
@@ -78,129 +116,159 @@ def _with_auth(headers: Mapping[str, Any] | None, credential: Credential) -> dic
 
 
 class CredentialBinding:
-    """Keeps one client ``Configuration`` in step with the engine's credential for a profile."""
+    """Keeps client ``Configuration`` objects in step with the engine's credential for one plan.
 
-    def __init__(self, engine: CredentialEngine, profile: Any, configuration: Any) -> None:
+    Shared, not copied, by ``copy.deepcopy`` of a configuration: a copy refreshes through the
+    same binding and reads the same certificate file."""
+
+    def __init__(self, engine: CredentialEngine, profile: Any) -> None:
         self.engine = engine
-        self.profile = profile
-        self.configuration = configuration
         self.plan: AccessPlan = engine.resolve(profile)
         self.current: Credential | None = None
         self.cert_serial = 0  # bumped on every certificate change; clients compare it
+        self.cert_file: str | None = None
         self._dir: str | None = None
         self._lock = threading.Lock()
         self._finalizer: weakref.finalize | None = None
         engine._register_adapter(self)
 
-    def apply(self, credential: Credential) -> bool:
-        """Point the configuration at ``credential``; True when the client certificate changed."""
-        with self._lock:
-            if credential is self.current:
-                return False
-            previous, self.current = self.current, credential
-            conf = self.configuration
-            if credential.token:
-                conf.api_key["authorization"] = f"Bearer {credential.token}"
-            else:
-                conf.api_key.pop("authorization", None)
-            cert_changed = (previous.client_certificate_data if previous else None) != credential.client_certificate_data
-            if cert_changed:
-                if credential.client_certificate_data and credential.client_key_data:
-                    # Certificate and key in one file (ssl's load_cert_chain reads the key from it
-                    # when keyfile is None), so one rename swaps the pair: a connection opened
-                    # mid-rotation never loads the new certificate with the old key.
-                    pem = credential.client_certificate_data.rstrip("\n") + "\n" + credential.client_key_data
-                    conf.cert_file = _write_private(self._private_dir(), "client.pem", pem)
-                    conf.key_file = None
-                else:
-                    conf.cert_file = conf.key_file = None
-                self.cert_serial += 1
-            return cert_changed
+    def __deepcopy__(self, memo: dict[int, Any]) -> CredentialBinding:
+        return self
 
-    def _private_dir(self) -> str:
+    def __copy__(self) -> CredentialBinding:
+        return self
+
+    def apply(self, conf: Any, credential: Credential) -> None:
+        """Point ``conf`` at ``credential`` (token header, certificate file)."""
+        if credential is not self.current:
+            self._adopt(credential)
+        if credential.token:
+            conf.api_key["authorization"] = f"Bearer {credential.token}"
+        else:
+            conf.api_key.pop("authorization", None)
+        conf.cert_file, conf.key_file = self.cert_file, None
+
+    def _adopt(self, credential: Credential) -> None:
+        with self._lock:
+            previous, self.current = self.current, credential
+            if (previous.client_certificate_data if previous else None) == credential.client_certificate_data:
+                return
+            if credential.client_certificate_data and credential.client_key_data:
+                # Certificate and key in one file (ssl's load_cert_chain reads the key from it
+                # when keyfile is None), so one rename swaps the pair: a connection opened
+                # mid-rotation never loads the new certificate with the old key.
+                pem = credential.client_certificate_data.rstrip("\n") + "\n" + credential.client_key_data
+                self.cert_file = _write_private(self.private_dir(), "client.pem", pem)
+            else:
+                self.cert_file = None
+            self.cert_serial += 1
+
+    def private_dir(self) -> str:
+        """This binding's 0700 directory, made on first use."""
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="cpcreds-cert-")  # mode 0700
+            owner = os.getpid()
             with _live_dirs_lock:
-                _live_dirs.add(self._dir)
-            self._finalizer = weakref.finalize(self, _remove_dir, self._dir)
+                _live_dirs[self._dir] = owner
+            self._finalizer = weakref.finalize(self, _remove_dir, self._dir, owner)
         return self._dir
 
-    def ensure(self) -> Credential:
-        """The current credential (the engine's cache hit), applied to the configuration."""
-        credential = self.engine.get_credential(self.profile)
-        self.apply(credential)
+    def ensure(self, conf: Any) -> Credential:
+        """The current credential (the engine's cache hit), applied to ``conf``."""
+        credential = self.engine.get_credential_for_plan(self.plan)
+        self.apply(conf, credential)
         return credential
 
-    async def aensure(self) -> Credential:
-        credential = await self.engine.aget_credential(self.profile)
-        self.apply(credential)
+    async def aensure(self, conf: Any) -> Credential:
+        credential = await self.engine.aget_credential_for_plan(self.plan)
+        self.apply(conf, credential)
         return credential
-
-    def refresh_after_401(self, rejected: Credential) -> Credential:
-        self.engine.invalidate(self.plan, rejected)
-        return self.ensure()
-
-    async def arefresh_after_401(self, rejected: Credential) -> Credential:
-        self.engine.invalidate(self.plan, rejected)
-        return await self.aensure()
 
     def close(self) -> None:
         self.engine._unregister_adapter(self)
         if self._finalizer is not None:
             self._finalizer()
-        conf = self.configuration
-        conf.cert_file = conf.key_file = None
 
 
-def _remove_dir(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-    with _live_dirs_lock:
-        _live_dirs.discard(path)
-
-
-def _configure_endpoint(conf: Any, plan: AccessPlan) -> None:
-    cluster = plan.cluster
+def _configure(conf: Any, binding: CredentialBinding) -> None:
+    cluster = binding.plan.cluster
     conf.host = cluster.server.rstrip("/")
     if cluster.certificate_authority_data:
-        # The clients hand this to ssl's cadata, which takes PEM only as str (bytes mean DER).
-        conf.ca_cert_data = cluster.certificate_authority_data.decode("ascii", "replace")
+        # The REST clients hand this to ssl's cadata, which takes PEM only as str (bytes mean DER).
+        pem = cluster.certificate_authority_data.decode("ascii", "replace")
+        conf.ca_cert_data = pem
+        # kubernetes.stream (exec, attach, port-forward) builds its websocket's TLS from the file.
+        conf.ssl_ca_cert = _write_private(binding.private_dir(), "ca.crt", pem)
     if cluster.tls_server_name:
         conf.tls_server_name = cluster.tls_server_name
     conf.verify_ssl = not cluster.insecure_skip_tls_verify
     if cluster.proxy_url:
         conf.proxy = cluster.proxy_url
+    conf.cpcreds_binding = binding
 
 
-def _hook(binding: CredentialBinding) -> Any:
-    def refresh_api_key_hook(_conf: Any) -> None:
-        binding.ensure()
-
-    return refresh_api_key_hook
-
-
-def _ahook(binding: CredentialBinding) -> Any:
-    async def refresh_api_key_hook(_conf: Any) -> None:
-        await binding.aensure()
+def _sync_hook(binding: CredentialBinding) -> Any:
+    def refresh_api_key_hook(conf: Any) -> None:
+        binding.ensure(conf)
 
     return refresh_api_key_hook
 
 
-def _new_sync_config(engine: CredentialEngine, profile: Any) -> tuple[Any, CredentialBinding]:
-    from kubernetes import client
+def _async_hook(binding: CredentialBinding) -> Any:
+    async def refresh_api_key_hook(conf: Any) -> None:
+        await binding.aensure(conf)
 
-    conf = client.Configuration()
-    binding = CredentialBinding(engine, profile, conf)
-    _configure_endpoint(conf, binding.plan)
-    binding.ensure()  # fail now, and seed api_key so the client calls the hook on every request
-    conf.refresh_api_key_hook = _hook(binding)
-    return conf, binding
+    return refresh_api_key_hook
 
 
 def build_config(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.client.Configuration`` for the profile that stays fresh (see module doc)."""
-    conf, binding = _new_sync_config(engine, profile)
-    conf.cpcreds_binding = binding
+    from kubernetes import client
+
+    conf = client.Configuration()
+    binding = CredentialBinding(engine, profile)
+    _configure(conf, binding)
+    binding.ensure(conf)  # fail now, and seed api_key so the client calls the hook on every request
+    conf.refresh_api_key_hook = _sync_hook(binding)
     return conf
+
+
+async def abuild_config(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
+    """A ``kubernetes.aio.client.Configuration`` for the profile that stays fresh."""
+    from kubernetes.aio import client
+
+    conf = client.Configuration()
+    binding = CredentialBinding(engine, profile)
+    _configure(conf, binding)
+    await binding.aensure(conf)
+    conf.refresh_api_key_hook = _async_hook(binding)
+    return conf
+
+
+# -- one request, for both clients ---------------------------------------------------------------
+
+# What a client must do for the flow; it sends back the result.
+ENSURE = "ensure"  # -> the credential to send (renewing the REST client if the certificate changed)
+SEND = "send"  # (headers) -> the response
+DRAIN = "drain"  # (response) -> None: read the body so the connection goes back to the pool
+REFRESH = "refresh"  # (rejected credential) -> the credential fetched after invalidating it
+
+
+def _request_flow(header_params: Mapping[str, Any] | None) -> Generator[tuple[str, Any], Any, Any]:
+    """The request policy of both clients: send with the current credential; after a 401, refresh
+    once and resend, unless the refresh gave back the very credential that was rejected."""
+    credential = yield ENSURE, None
+    # The header was filled by the hook during serialisation; send the credential that a 401
+    # will invalidate, even if a refresh landed in between.
+    response = yield SEND, _with_auth(header_params, credential)
+    if response.status != 401:
+        return response
+    # Drain the 401 first so its connection is reused even when the refresh below raises.
+    yield DRAIN, response
+    fresh = yield REFRESH, credential
+    if fresh is credential:
+        return response
+    return (yield SEND, _with_auth(header_params, fresh))
 
 
 def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
@@ -216,34 +284,35 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
             self._cert_serial = binding.cert_serial
             self._rotation_lock = threading.Lock()
 
-        def _renew_pool_if_rotated(self) -> None:
+        def _credential(self, rejected: Credential | None) -> Credential:
+            binding = self._binding
+            if rejected is not None:
+                binding.engine.invalidate(binding.plan, rejected)
+            credential = binding.ensure(self.configuration)
             # A new REST client, not just pool_manager.clear(): the PoolManager captured cert_file
             # when it was built (None if the first credential was a token-only one).
-            if self._binding.cert_serial == self._cert_serial:
-                return
-            with self._rotation_lock:
-                if self._binding.cert_serial == self._cert_serial:
-                    return
-                self._cert_serial = self._binding.cert_serial
-                old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
-            old.close()  # idle keep-alive connections still present the old certificate
+            if binding.cert_serial != self._cert_serial:
+                with self._rotation_lock:
+                    if binding.cert_serial != self._cert_serial:
+                        self._cert_serial = binding.cert_serial
+                        old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
+                        old.close()  # idle keep-alive connections still present the old certificate
+            return credential
 
         def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-            credential = self._binding.ensure()
-            self._renew_pool_if_rotated()
-            # The header was filled by the hook during serialisation; send the credential that a
-            # 401 will invalidate, even if a refresh landed in between.
-            response = super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
-            if response.status != 401:
-                return response
-            # Drain the 401 first (read() keeps the body for the caller) so its connection goes
-            # back to the pool even when the refresh below raises.
-            response.read()
-            fresh = self._binding.refresh_after_401(credential)
-            if fresh is credential:
-                return response
-            self._renew_pool_if_rotated()
-            return super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
+            flow = _request_flow(header_params)
+            step, value = next(flow)
+            while True:
+                if step == SEND:
+                    result = super().call_api(method, url, value, *args, **kwargs)
+                elif step == DRAIN:
+                    result = value.read()
+                else:
+                    result = self._credential(value)
+                try:
+                    step, value = flow.send(result)
+                except StopIteration as done:
+                    return done.value
 
         def close(self) -> None:
             try:
@@ -251,26 +320,8 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
             finally:
                 self._binding.close()
 
-    conf, binding = _new_sync_config(engine, profile)
-    return CredentialedApiClient(conf, binding)
-
-
-async def _new_async_config(engine: CredentialEngine, profile: Any) -> tuple[Any, CredentialBinding]:
-    from kubernetes.aio import client
-
-    conf = client.Configuration()
-    binding = CredentialBinding(engine, profile, conf)
-    _configure_endpoint(conf, binding.plan)
-    await binding.aensure()
-    conf.refresh_api_key_hook = _ahook(binding)
-    return conf, binding
-
-
-async def abuild_config(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
-    """A ``kubernetes.aio.client.Configuration`` for the profile that stays fresh."""
-    conf, binding = await _new_async_config(engine, profile)
-    conf.cpcreds_binding = binding
-    return conf
+    conf = build_config(engine, profile)
+    return CredentialedApiClient(conf, conf.cpcreds_binding)
 
 
 async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
@@ -284,29 +335,35 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
             self._binding = binding
             self._cert_serial = binding.cert_serial
 
-        async def _renew_session_if_rotated(self) -> None:
+        async def _credential(self, rejected: Credential | None) -> Credential:
+            binding = self._binding
+            if rejected is not None:
+                binding.engine.invalidate(binding.plan, rejected)
+            credential = await binding.aensure(self.configuration)
             # kubernetes.aio loads the certificate into its SSL context once, when the REST client
             # is built; a new certificate needs a new REST client (context, session, retry client).
-            if self._binding.cert_serial == self._cert_serial:
-                return
-            self._cert_serial = self._binding.cert_serial  # before the await: one task renews
-            old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
-            # Closing drops the old certificate's connections, open ones included, as client-go
-            # does on rotation; watches on them end and are re-established by their callers.
-            await old.close()
+            if binding.cert_serial != self._cert_serial:
+                self._cert_serial = binding.cert_serial  # before the await: one task renews
+                old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
+                # Closing drops the old certificate's connections, open ones included, as
+                # client-go does on rotation; watches on them end and their callers re-establish them.
+                await old.close()
+            return credential
 
         async def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-            credential = await self._binding.aensure()
-            await self._renew_session_if_rotated()
-            response = await super().call_api(method, url, _with_auth(header_params, credential), *args, **kwargs)
-            if response.status != 401:
-                return response
-            await response.read()  # release the 401's connection, even if the refresh raises
-            fresh = await self._binding.arefresh_after_401(credential)
-            if fresh is credential:
-                return response
-            await self._renew_session_if_rotated()
-            return await super().call_api(method, url, _with_auth(header_params, fresh), *args, **kwargs)
+            flow = _request_flow(header_params)
+            step, value = next(flow)
+            while True:
+                if step == SEND:
+                    result = await super().call_api(method, url, value, *args, **kwargs)
+                elif step == DRAIN:
+                    result = await value.read()
+                else:
+                    result = await self._credential(value)
+                try:
+                    step, value = flow.send(result)
+                except StopIteration as done:
+                    return done.value
 
         async def close(self) -> None:
             try:
@@ -314,8 +371,8 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
             finally:
                 self._binding.close()
 
-    conf, binding = await _new_async_config(engine, profile)
-    return CredentialedApiClient(conf, binding)
+    conf = await abuild_config(engine, profile)
+    return CredentialedApiClient(conf, conf.cpcreds_binding)
 
 
 ClusterProfileLike = Mapping[str, Any] | Any

@@ -22,8 +22,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Hashable
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from .credential import Credential
 from .errors import CredentialError, EngineClosed, ProviderError, ProviderTimeout
@@ -103,9 +102,9 @@ class Workers:
 
     # -- slots -------------------------------------------------------------------------------
 
-    @contextmanager
-    def slot(self, provider: str, deadline: float) -> Iterator[None]:
-        """Hold one fetch slot for ``provider``; wait for one until ``deadline`` (monotonic)."""
+    def acquire(self, provider: str, deadline: float) -> None:
+        """Take one fetch slot for ``provider``; wait for one until ``deadline`` (monotonic).
+        Pair every successful call with :meth:`release`."""
         with self._freed:
             while not self._closed and (self._running >= self.max_concurrent or self._per_provider[provider] >= self.max_per_provider):
                 remaining = deadline - time.monotonic()
@@ -121,15 +120,14 @@ class Workers:
                 raise EngineClosed("the CredentialEngine is closed")
             self._running += 1
             self._per_provider[provider] += 1
-        try:
-            yield
-        finally:
-            with self._freed:
-                self._running -= 1
-                self._per_provider[provider] -= 1
-                if not self._per_provider[provider]:
-                    del self._per_provider[provider]
-                self._freed.notify_all()
+
+    def release(self, provider: str) -> None:
+        with self._freed:
+            self._running -= 1
+            self._per_provider[provider] -= 1
+            if not self._per_provider[provider]:
+                del self._per_provider[provider]
+            self._freed.notify_all()
 
     # -- threads -----------------------------------------------------------------------------
 

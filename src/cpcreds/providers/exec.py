@@ -18,6 +18,7 @@ reasons that a plugin must not fight its caller for a terminal it was not promis
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
@@ -193,19 +194,11 @@ class ExecProvider:
             if found is None:
                 raise self._not_found(spec, provider)
             executable = found
+        argv = [command, *spec.args]
         try:
-            proc = subprocess.Popen(
-                [command, *spec.args],
-                executable=executable,
-                env=env,
-                stdin=None if interactive else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                # Interactive plugins prompt on stderr, so it stays the user's terminal, as in client-go.
-                stderr=None if interactive else subprocess.PIPE,
-                # Its own session makes the plugin and all its children one group we can kill;
-                # an interactive plugin must stay in our session to keep the terminal.
-                start_new_session=not interactive,
-            )
+            child = _spawn(executable, argv, env) if not interactive and _SPAWN.usable else None
+            if child is None:
+                child = _popen(executable, argv, env, interactive)
         except FileNotFoundError:
             raise self._not_found(spec, provider) from None
         except PermissionError:
@@ -216,14 +209,15 @@ class ExecProvider:
             error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
             error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
             raise error from None
-        pgid = None if interactive else proc.pid
+        pgid = None if interactive else child.pid
         if pgid is not None:
             with _groups_lock:
                 self._groups.add(pgid)
                 _RUNNING_GROUPS.add(pgid)
         try:
-            return self._collect(proc, plan, pgid, deadline)
+            return self._collect(child, plan, pgid, deadline)
         finally:
+            child.close_pipes()
             if pgid is not None:
                 with _groups_lock:
                     self._groups.discard(pgid)
@@ -237,14 +231,13 @@ class ExecProvider:
             message += "; install hint: " + " ".join(spec.install_hint.split())
         return PluginNotFound(message, provider=provider)
 
-    def _collect(self, proc: subprocess.Popen[bytes], plan: AccessPlan, pgid: int | None, deadline: float) -> RunResult:
+    def _collect(self, proc: _Child, plan: AccessPlan, pgid: int | None, deadline: float) -> RunResult:
         started = time.monotonic()
-        assert proc.stdout is not None
-        buffers = {proc.stdout.fileno(): bytearray()}
-        stdout = buffers[proc.stdout.fileno()]
+        buffers = {proc.stdout_fd: bytearray()}
+        stdout = buffers[proc.stdout_fd]
         stderr = bytearray()
-        if proc.stderr is not None:
-            buffers[proc.stderr.fileno()] = stderr
+        if proc.stderr_fd is not None:
+            buffers[proc.stderr_fd] = stderr
         # poll(), not a selectors object: no epoll descriptor to create and close on every run.
         poller = select.poll()
         for fd in buffers:
@@ -305,9 +298,6 @@ class ExecProvider:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
             if proc.returncode is None:  # an error or Ctrl-C above: the plugin must not outlive the run
                 self._kill(proc, pgid)
         duration = time.monotonic() - started
@@ -316,7 +306,7 @@ class ExecProvider:
         return RunResult(exit_code, bytes(stdout), bytes(stderr), duration)
 
     @staticmethod
-    def _kill(proc: subprocess.Popen[bytes], pgid: int | None) -> None:
+    def _kill(proc: _Child, pgid: int | None) -> None:
         if pgid is not None:
             _kill_group(pgid)
         else:
@@ -416,7 +406,144 @@ def _shown(value: Any, shape: re.Pattern[str]) -> str:
     return f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
 
 
-def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+class _Child:
+    """A running plugin: its pid, our ends of its stdout/stderr pipes, its exit code once reaped.
+
+    The interface of ``subprocess.Popen`` that the runner uses (pid, returncode, poll, wait, kill),
+    for a process started with ``os.posix_spawn``."""
+
+    __slots__ = ("pid", "returncode", "stdout_fd", "stderr_fd")
+
+    def __init__(self, pid: int, stdout_fd: int, stderr_fd: int | None) -> None:
+        self.pid, self.stdout_fd, self.stderr_fd = pid, stdout_fd, stderr_fd
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else (a SIGCHLD handler)
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = -1
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:  # once reaped, the pid may belong to someone else
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def close_pipes(self) -> None:
+        for fd in (self.stdout_fd, self.stderr_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+class _PopenChild(_Child):
+    """The same for a ``subprocess.Popen`` (interactive runs, or where posix_spawn cannot serve)."""
+
+    __slots__ = ("_proc",)
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        super().__init__(proc.pid, proc.stdout.fileno(), proc.stderr.fileno() if proc.stderr is not None else None)
+        self._proc = proc
+
+    def poll(self) -> int | None:
+        self.returncode = self._proc.poll()
+        return self.returncode
+
+    def wait(self) -> int:
+        self.returncode = self._proc.wait()
+        return self.returncode
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+    def close_pipes(self) -> None:
+        for pipe in (self._proc.stdout, self._proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+class _SpawnSupport:
+    # posix_spawn: the environment is encoded in C and the child is started with a vfork-like
+    # clone, about 0.1 ms less per run than subprocess.Popen(env=...) here. Turned off for good
+    # the first time the platform says it cannot start a new session this way.
+    usable = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")
+
+
+_SPAWN = _SpawnSupport()
+
+
+def _spawn(executable: str, argv: list[str], env: dict[bytes, bytes]) -> _Child | None:
+    """Start a non-interactive plugin in a new session with os.posix_spawn: stdin /dev/null,
+    stdout and stderr our pipes. None where posix_spawn cannot do it (the caller uses Popen).
+
+    Only what is inheritable reaches the plugin: Python opens every descriptor non-inheritable
+    (PEP 446), as Go does, so the pipes below are the plugin's only descriptors besides stdio."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    if min(out_w, err_w) <= 2:
+        # Our own stdio is closed and a pipe end took its number: dup2 onto itself would keep
+        # close-on-exec set. subprocess knows how to shuffle these; let it.
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        return None
+    try:
+        pid = os.posix_spawn(
+            executable,
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ],
+            setsid=True,
+        )
+    except NotImplementedError:
+        _SpawnSupport.usable = False
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        return None
+    except BaseException:
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise
+    os.close(out_w)
+    os.close(err_w)
+    return _Child(pid, out_r, err_r)
+
+
+def _popen(executable: str, argv: list[str], env: dict[bytes, bytes], interactive: bool) -> _Child:
+    proc = subprocess.Popen(
+        argv,
+        executable=executable,
+        env=env,
+        stdin=None if interactive else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        # Interactive plugins prompt on stderr, so it stays the user's terminal, as in client-go.
+        stderr=None if interactive else subprocess.PIPE,
+        # Its own session makes the plugin and all its children one group we can kill; an
+        # interactive plugin must stay in our session to keep the terminal.
+        start_new_session=not interactive,
+    )
+    return _PopenChild(proc)
+
+
+def _has_exited(proc: _Child) -> bool:
     """Whether the plugin has exited, leaving it unreaped (WNOWAIT) where the system allows, so
     that its process group ID stays reserved until we have killed what is left in the group."""
     try:
