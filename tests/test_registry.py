@@ -47,11 +47,20 @@ def cpcreds_register_providers(register):
 Install = Callable[..., Path]
 
 
+#: Entry-point names the tests install; the allow-list keeps every other installed plugin out.
+_INSTALLED: list[str] = []
+
+
 @pytest.fixture(autouse=True)
-def _no_plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The registry reads these itself; the outer environment must not decide the tests.
+def _only_test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # The registry reads these itself. Whatever else is installed in this environment (the contrib
+    # plugins, the provider tutorial's package) must not decide the tests, so the allow-list names
+    # only the plugins a test installs (entry-point names starting with "test-").
+    _INSTALLED[:] = ["test-none"]
     monkeypatch.delenv("CPCREDS_DISABLE_PLUGINS", raising=False)
-    monkeypatch.delenv("CPCREDS_PLUGINS", raising=False)
+    monkeypatch.setenv("CPCREDS_PLUGINS", "test-none")
+    yield
+    _INSTALLED.clear()
 
 
 @pytest.fixture
@@ -81,6 +90,8 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
         lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+        _INSTALLED.extend(entry_points)
+        monkeypatch.setenv("CPCREDS_PLUGINS", ",".join(_INSTALLED))
         (info / "entry_points.txt").write_text(f"[cpcreds]\n{lines}", encoding="utf-8")
         if root not in roots:
             monkeypatch.syspath_prepend(str(root))
@@ -97,7 +108,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
 
 @pytest.fixture
 def vault(install: Install) -> Path:
-    return install("cpcreds-fake-vault", "cpcreds_fake_vault", VAULT_MODULE, {"vault": "cpcreds_fake_vault"}, version="1.2.3")
+    return install("cpcreds-fake-vault", "cpcreds_fake_vault", VAULT_MODULE, {"test-vault": "cpcreds_fake_vault"}, version="1.2.3")
 
 
 def entry(data: dict[str, Any]) -> ProviderEntry:
@@ -167,7 +178,7 @@ def test_entry_points_false_loads_only_builtins(vault: Path) -> None:
 def test_entry_point_plugin_registers_its_type_with_distribution_and_version(vault: Path) -> None:
     registry = ProviderRegistry()
     registered = registry.types["vault"]
-    assert registered.plugin == "vault"
+    assert registered.plugin == "test-vault"
     assert registered.distribution == "cpcreds-fake-vault"
     assert registered.version == "1.2.3"
     assert registry.load_errors == []
@@ -224,9 +235,9 @@ def test_third_party_factory_value_error_becomes_config_error_naming_options(vau
 def test_plugin_failing_on_import_is_reported_and_others_still_load(
     vault: Path, install: Install, body: str, expected: str
 ) -> None:
-    install("cpcreds-fake-broken", "cpcreds_fake_broken", body + "\n", {"broken": "cpcreds_fake_broken"}, version="0.0.1")
+    install("cpcreds-fake-broken", "cpcreds_fake_broken", body + "\n", {"test-broken": "cpcreds_fake_broken"}, version="0.0.1")
     registry = ProviderRegistry()
-    error = error_for("broken", registry)
+    error = error_for("test-broken", registry)
     assert error.distribution == "cpcreds-fake-broken"
     assert error.error.startswith(expected)
     assert "\n" not in error.error
@@ -241,9 +252,9 @@ def test_plugin_whose_hook_raises_is_reported_and_skipped(vault: Path, install: 
         def cpcreds_register_providers(register):
             raise KeyError("consul token not configured")
     """
-    install("cpcreds-fake-consul", "cpcreds_fake_consul", source, {"consul": "cpcreds_fake_consul"})
+    install("cpcreds-fake-consul", "cpcreds_fake_consul", source, {"test-consul": "cpcreds_fake_consul"})
     registry = ProviderRegistry()
-    error = error_for("consul", registry)
+    error = error_for("test-consul", registry)
     assert error.distribution == "cpcreds-fake-consul"
     assert error.error.startswith("KeyError:") and "consul token not configured" in error.error
     assert "consul" not in registry.types
@@ -261,9 +272,9 @@ def test_plugin_whose_hook_raises_after_registering_leaves_no_type_behind(instal
             register("halfway", FileProvider)
             raise RuntimeError("second half of setup failed")
     """
-    install("cpcreds-fake-halfway", "cpcreds_fake_halfway", source, {"halfway": "cpcreds_fake_halfway"})
+    install("cpcreds-fake-halfway", "cpcreds_fake_halfway", source, {"test-halfway": "cpcreds_fake_halfway"})
     registry = ProviderRegistry()
-    assert error_for("halfway", registry).error == "RuntimeError: second half of setup failed"
+    assert error_for("test-halfway", registry).error == "RuntimeError: second half of setup failed"
     assert "halfway" not in registry.types
 
 
@@ -275,33 +286,33 @@ def test_plugin_whose_hook_has_the_wrong_signature_is_reported(install: Install)
         def cpcreds_register_providers(registrar, extra):
             registrar("odd", dict)
     """
-    install("cpcreds-fake-odd", "cpcreds_fake_odd", source, {"odd": "cpcreds_fake_odd"})
+    install("cpcreds-fake-odd", "cpcreds_fake_odd", source, {"test-odd": "cpcreds_fake_odd"})
     registry = ProviderRegistry()
-    assert error_for("odd", registry).distribution == "cpcreds-fake-odd"
+    assert error_for("test-odd", registry).distribution == "cpcreds-fake-odd"
     assert "odd" not in registry.types
 
 
 def test_entry_point_naming_a_missing_attribute_is_reported(install: Install) -> None:
-    install("cpcreds-fake-attr", "cpcreds_fake_attr", "x = 1\n", {"attr": "cpcreds_fake_attr:plugin"})
+    install("cpcreds-fake-attr", "cpcreds_fake_attr", "x = 1\n", {"test-attr": "cpcreds_fake_attr:plugin"})
     registry = ProviderRegistry()
-    assert error_for("attr", registry).error.startswith("AttributeError")
+    assert error_for("test-attr", registry).error.startswith("AttributeError")
 
 
 def test_duplicate_type_from_a_second_plugin_is_reported_and_the_first_wins(vault: Path, install: Install) -> None:
     # A folder prepended later comes earlier on sys.path; so install the "second" plugin in a folder
     # that ends up *after* the vault's: re-prepend the vault's folder last.
     second = VAULT_MODULE.replace('f"vault/', 'f"impostor/')
-    install("cpcreds-impostor", "cpcreds_impostor", second, {"impostor": "cpcreds_impostor"}, site="later")
+    install("cpcreds-impostor", "cpcreds_impostor", second, {"test-impostor": "cpcreds_impostor"}, site="later")
     sys.path.remove(str(vault))
     sys.path.insert(0, str(vault))
     importlib.invalidate_caches()
 
     registry = ProviderRegistry()
-    assert registry.types["vault"].plugin == "vault"
+    assert registry.types["vault"].plugin == "test-vault"
     assert registry.types["vault"].distribution == "cpcreds-fake-vault"
-    error = error_for("impostor", registry)
+    error = error_for("test-impostor", registry)
     assert error.distribution == "cpcreds-impostor"
-    assert "'vault' is already registered by vault" in error.error
+    assert "'vault' is already registered by test-vault" in error.error
     data = {"name": "v", "type": "vault"}
     assert call_provider(registry.create(entry(data)), plan_for(data)).token.startswith("vault/")
 
@@ -314,11 +325,11 @@ def test_plugin_claiming_a_builtin_type_is_reported_and_the_builtin_wins(install
         def cpcreds_register_providers(register):
             register("file", dict)
     """
-    install("cpcreds-fake-hijack", "cpcreds_fake_hijack", source, {"hijack": "cpcreds_fake_hijack"})
+    install("cpcreds-fake-hijack", "cpcreds_fake_hijack", source, {"test-hijack": "cpcreds_fake_hijack"})
     registry = ProviderRegistry()
     assert registry.types["file"].plugin == BUILTIN_PLUGIN
     assert registry.types["file"].factory is FileProvider
-    assert f"already registered by {BUILTIN_PLUGIN}" in error_for("hijack", registry).error
+    assert f"already registered by {BUILTIN_PLUGIN}" in error_for("test-hijack", registry).error
 
 
 def test_plugin_registering_an_empty_type_name_is_reported(install: Install) -> None:
@@ -329,16 +340,16 @@ def test_plugin_registering_an_empty_type_name_is_reported(install: Install) -> 
         def cpcreds_register_providers(register):
             register("", dict)
     """
-    install("cpcreds-fake-empty", "cpcreds_fake_empty", source, {"empty": "cpcreds_fake_empty"})
+    install("cpcreds-fake-empty", "cpcreds_fake_empty", source, {"test-empty": "cpcreds_fake_empty"})
     registry = ProviderRegistry()
-    assert "non-empty string" in error_for("empty", registry).error
+    assert "non-empty string" in error_for("test-empty", registry).error
     assert "" not in registry.types
 
 
 # -- restricting which plugins load --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["vault", "*", " other , vault "], ids=["by-name", "star", "list"])
+@pytest.mark.parametrize("value", ["test-vault", "*", " other , test-vault "], ids=["by-name", "star", "list"])
 def test_disable_plugins_env_skips_the_plugin(vault: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", value)
     registry = ProviderRegistry()
@@ -354,14 +365,14 @@ def test_plugins_allow_list_env_skips_plugins_not_listed(vault: Path, monkeypatc
 
 
 def test_plugins_allow_list_env_loads_plugins_listed(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CPCREDS_PLUGINS", "other,vault")
+    monkeypatch.setenv("CPCREDS_PLUGINS", "other,test-vault")
     assert "vault" in ProviderRegistry().types
 
 
 def test_disable_argument_overrides_the_environment(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", "vault")
+    monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", "test-vault")
     assert "vault" in ProviderRegistry(disable=set()).types
-    assert "vault" not in ProviderRegistry(disable={"vault"}, allow={"vault"}).types
+    assert "vault" not in ProviderRegistry(disable={"test-vault"}, allow={"test-vault"}).types
 
 
 def test_plugin_objects_passed_directly_are_registered() -> None:
@@ -390,8 +401,8 @@ def test_create_unknown_type_raises_config_error_naming_entry_field_and_installe
 
 
 def test_create_unknown_type_hints_at_plugins_that_failed_to_load(install: Install) -> None:
-    install("cpcreds-fake-broken", "cpcreds_fake_broken", "raise ImportError('no hvac')\n", {"broken": "cpcreds_fake_broken"})
-    with pytest.raises(ConfigError, match="plugins that failed to load: broken"):
+    install("cpcreds-fake-broken", "cpcreds_fake_broken", "raise ImportError('no hvac')\n", {"test-broken": "cpcreds_fake_broken"})
+    with pytest.raises(ConfigError, match="plugins that failed to load: test-broken"):
         ProviderRegistry().create(entry({"name": "hub", "type": "vault"}))
 
 
@@ -481,3 +492,57 @@ def test_provider_returning_a_non_credential_is_a_provider_error(value: Any) -> 
         call_provider(_Returning(value), plan_for({"name": "odd", "type": "vault"}))
     assert info.value.provider == "odd"
     assert "'t'" not in str(info.value)  # the returned object (maybe a secret) is not quoted
+
+
+# -- lazy loading, and warnings only when needed ---------------------------------------------------
+
+BROKEN_ON_IMPORT = "raise ImportError('needs libvault 2.x')\n"
+
+
+def test_exec_and_file_entries_import_no_third_party_plugin(install: Install, tmp_path: Path) -> None:
+    install("cpcreds-fake-lazy", "cpcreds_fake_lazy", BROKEN_ON_IMPORT, {"test-lazy": "cpcreds_fake_lazy"})
+    registry = ProviderRegistry()
+    config = ProviderConfig.from_dict(
+        {
+            "providers": [
+                {"name": "plugin", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}},
+                {"name": "files", "type": "file", "options": {"tokenFile": str(tmp_path / "t")}},
+            ]
+        }
+    )
+    registry.create_all(config)
+    assert "cpcreds_fake_lazy" not in sys.modules  # kubectl's every get-credential stays fast and quiet
+    assert error_for("test-lazy", registry).error == "ImportError: needs libvault 2.x"  # reading it loads
+
+
+def test_unknown_type_error_names_the_broken_plugin_and_why(install: Install) -> None:
+    install("cpcreds-fake-why", "cpcreds_fake_why", BROKEN_ON_IMPORT, {"test-why": "cpcreds_fake_why"})
+    with pytest.raises(ConfigError) as info:
+        ProviderRegistry().create(entry({"name": "hub", "type": "vault"}), source="p.yaml")
+    assert "plugins that failed to load: test-why (ImportError: needs libvault 2.x)" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_load_error_message_is_redacted(install: Install) -> None:
+    install("cpcreds-fake-leak", "cpcreds_fake_leak", "raise RuntimeError('VAULT_TOKEN=hvs.s3cr3t rejected')\n", {"test-leak": "cpcreds_fake_leak"})
+    error = error_for("test-leak", ProviderRegistry())
+    assert "hvs.s3cr3t" not in error.error
+    assert error.error.startswith("RuntimeError: VAULT_TOKEN=")
+
+
+def test_broken_plugin_is_not_logged_when_loading(install: Install, caplog: pytest.LogCaptureFixture) -> None:
+    install("cpcreds-fake-quiet", "cpcreds_fake_quiet", BROKEN_ON_IMPORT, {"test-quiet": "cpcreds_fake_quiet"})
+    with caplog.at_level("DEBUG", logger="cpcreds.registry"):
+        registry = ProviderRegistry()
+        assert registry.load_errors
+    assert caplog.records == []
+
+
+def test_warn_load_errors_logs_each_failure_once_per_process(install: Install, caplog: pytest.LogCaptureFixture) -> None:
+    install("cpcreds-fake-once", "cpcreds_fake_once", BROKEN_ON_IMPORT, {"test-once": "cpcreds_fake_once"})
+    with caplog.at_level("WARNING", logger="cpcreds.registry"):
+        ProviderRegistry().warn_load_errors()
+        ProviderRegistry().warn_load_errors()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1, messages
+    assert "plugin failed to load" in messages[0] and "test-once" in messages[0]

@@ -4,11 +4,19 @@ A plugin that fails to import, or whose hook raises, is recorded in :attr:`Provi
 and skipped: one broken package must not take every cluster down. ``CPCREDS_DISABLE_PLUGINS``
 (comma-separated entry-point names, or ``*``) and ``CPCREDS_PLUGINS`` (an allow-list) restrict
 which third-party plugins load; the built-ins always load.
+
+Entry points are loaded lazily, the first time a provider type that is not built in is asked for
+(or :attr:`~ProviderRegistry.types` / :attr:`~ProviderRegistry.load_errors` is read): a config of
+exec plugins, which kubectl runs on every command through ``cpcreds get-credential``, imports no
+third-party package and hears nothing about a broken one. A broken plugin is named in the error of
+a config that asks for a type nobody registered, and :meth:`~ProviderRegistry.warn_load_errors`
+logs each failure once per process (``cpcreds plugins`` calls it).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,7 +29,7 @@ from . import hookspecs
 from .config import ProviderConfig, ProviderEntry
 from .errors import ConfigError
 from .hookspecs import Provider, ProviderFactory
-from .logs import get_logger
+from .logs import get_logger, redact_text
 
 __all__ = ["ProviderRegistry", "ProviderType", "PluginLoadError", "BUILTIN_PLUGIN"]
 
@@ -51,6 +59,11 @@ class PluginLoadError:
     error: str
 
 
+#: Load errors already logged by this process (see ProviderRegistry.warn_load_errors).
+_warned: set[PluginLoadError] = set()
+_warned_lock = threading.Lock()
+
+
 def _split(value: str | None) -> set[str] | None:
     if value is None or not value.strip():
         return None  # unset and empty both mean "no restriction"
@@ -75,22 +88,47 @@ class ProviderRegistry:
     ) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self._pm.add_hookspecs(hookspecs)
-        self.types: dict[str, ProviderType] = {}
-        self.load_errors: list[PluginLoadError] = []
+        self._types: dict[str, ProviderType] = {}
+        self._load_errors: list[PluginLoadError] = []
         self._origin: dict[int, tuple[str, str | None, str | None]] = {}
+        self._collected: set[int] = set()
+        self._lock = threading.Lock()
 
         from .providers.exec import ExecPlugin
         from .providers.file import FilePlugin
 
         for builtin in (ExecPlugin(), FilePlugin()):
             self._add(builtin, BUILTIN_PLUGIN, None, None)
-        if entry_points:
-            disable = _split(os.environ.get("CPCREDS_DISABLE_PLUGINS")) if disable is None else disable
-            allow = _split(os.environ.get("CPCREDS_PLUGINS")) if allow is None else allow
-            self._load_entry_points(disable or set(), allow)
         for index, plugin in enumerate(plugins):
             self._add(plugin, getattr(plugin, "__name__", f"plugin[{index}]"), None, None)
         self._collect_types()
+        # The environment is read now, so a registry means the same whenever it loads.
+        self._entry_points: tuple[set[str], set[str] | None] | None = None
+        if entry_points:
+            disable = _split(os.environ.get("CPCREDS_DISABLE_PLUGINS")) if disable is None else disable
+            allow = _split(os.environ.get("CPCREDS_PLUGINS")) if allow is None else allow
+            self._entry_points = (disable or set(), allow)
+
+    @property
+    def types(self) -> Mapping[str, ProviderType]:
+        """Every registered provider type by name (loads the entry points first)."""
+        self._load_entry_points()
+        return self._types
+
+    @property
+    def load_errors(self) -> list[PluginLoadError]:
+        """Plugins that could not be loaded (loads the entry points first)."""
+        self._load_entry_points()
+        return self._load_errors
+
+    def warn_load_errors(self) -> None:
+        """Log a warning for each plugin that failed to load, once per process for each failure."""
+        for error in self.load_errors:
+            with _warned_lock:
+                if error in _warned:
+                    continue
+                _warned.add(error)
+            _log.warning("plugin failed to load; skipped", plugin=error.plugin, distribution=error.distribution, error=error.error)
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -98,26 +136,36 @@ class ProviderRegistry:
         self._pm.register(plugin, name=f"{name}#{len(self._origin)}")
         self._origin[id(plugin)] = (name, dist, version)
 
-    def _load_entry_points(self, disable: set[str], allow: set[str] | None) -> None:
-        for ep in metadata.entry_points(group=hookspecs.PROJECT_NAME):
-            if "*" in disable or ep.name in disable or (allow is not None and ep.name not in allow):
-                continue
-            dist = ep.dist.name if ep.dist is not None else None
-            version = ep.dist.version if ep.dist is not None else None
-            try:
-                plugin = ep.load()
-                self._add(plugin, ep.name, dist, version)
-            except Exception as exc:  # any import-time failure of a third-party package
-                self._fail(ep.name, dist, exc)
+    def _load_entry_points(self) -> None:
+        if self._entry_points is None:
+            return
+        with self._lock:
+            if self._entry_points is None:
+                return
+            disable, allow = self._entry_points
+            for ep in metadata.entry_points(group=hookspecs.PROJECT_NAME):
+                if "*" in disable or ep.name in disable or (allow is not None and ep.name not in allow):
+                    continue
+                dist = ep.dist.name if ep.dist is not None else None
+                version = ep.dist.version if ep.dist is not None else None
+                try:
+                    plugin = ep.load()
+                    self._add(plugin, ep.name, dist, version)
+                except Exception as exc:  # any import-time failure of a third-party package
+                    self._fail(ep.name, dist, exc)
+            self._collect_types()
+            self._entry_points = None
 
     def _fail(self, plugin: str, dist: str | None, exc: BaseException) -> None:
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        self.load_errors.append(PluginLoadError(plugin, dist, error))
-        _log.warning("plugin failed to load; skipped", plugin=plugin, distribution=dist, error=error)
+        error = redact_text(f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__)
+        self._load_errors.append(PluginLoadError(plugin, dist, error))
 
     def _collect_types(self) -> None:
         # Each hook implementation is called on its own so one raising cannot hide the others.
         for impl in self._pm.hook.cpcreds_register_providers.get_hookimpls():
+            if id(impl.plugin) in self._collected:
+                continue
+            self._collected.add(id(impl.plugin))
             name, dist, version = self._origin.get(id(impl.plugin), (impl.plugin_name, None, None))
 
             registered: dict[str, ProviderType] = {}
@@ -125,8 +173,8 @@ class ProviderRegistry:
             def register(type_name: str, factory: ProviderFactory, _o: tuple = (name, dist, version)) -> None:
                 if not isinstance(type_name, str) or not type_name:
                     raise ValueError(f"provider type name must be a non-empty string, got {type_name!r}")
-                if type_name in self.types or type_name in registered:
-                    owner = self.types[type_name].plugin if type_name in self.types else _o[0]
+                if type_name in self._types or type_name in registered:
+                    owner = self._types[type_name].plugin if type_name in self._types else _o[0]
                     raise ValueError(f"provider type {type_name!r} is already registered by {owner}")
                 registered[type_name] = ProviderType(type_name, factory, *_o)
 
@@ -135,20 +183,20 @@ class ProviderRegistry:
             except Exception as exc:
                 self._fail(name, dist, exc)  # all or nothing: a half-registered plugin is skipped
             else:
-                self.types.update(registered)
+                self._types.update(registered)
 
     # -- using -----------------------------------------------------------------------------
 
     def create(self, entry: ProviderEntry, *, source: str = "<dict>") -> Provider:
         """Build the provider for one config entry; a :class:`ConfigError` names what is wrong."""
         kind = entry.kind
-        registered = self.types.get(kind)
+        registered = self._types.get(kind) or self.types.get(kind)  # built-ins need no entry point
         if registered is None:
             known = ", ".join(sorted(t for t in self.types if t != "exec")) or "none"
             hint = ""
-            failed = [e.plugin for e in self.load_errors]
+            failed = [f"{e.plugin} ({e.error})" for e in self.load_errors]
             if failed:
-                hint = f"; plugins that failed to load: {', '.join(failed)} (see `cpcreds plugins`)"
+                hint = f"; plugins that failed to load: {', '.join(failed)}"
             raise ConfigError(
                 f"unknown provider type {kind!r}; installed types: {known}{hint}",
                 source=source,
