@@ -612,3 +612,119 @@ def test_clients_dropped_without_close_are_not_kept_alive_by_the_engine(spoke: A
         assert binding() is None
     finally:
         engine.close()
+
+
+# -- configurations copied, made the default, used by kubernetes.stream, forked ------------------
+
+
+def test_deepcopy_of_a_built_config_stays_fresh(make_engine, spoke: SpokeServer, tmp_path: Path) -> None:
+    import copy
+
+    count = tmp_path / "runs"
+    engine = make_engine(token_plugin(count, "--token-per-run", "--token", "tok"))
+    profile = profile_for(spoke)
+    spoke.accept_token("tok-1")
+    copied = copy.deepcopy(engine.build_config(profile))
+    with kclient.ApiClient(copied) as api:
+        kclient.CoreV1Api(api).list_namespace()
+        spoke.accept_token("tok-2")
+        force_refresh(engine, profile)
+        kclient.CoreV1Api(api).list_namespace()  # the copy's hook refreshed the copy itself
+    assert [(r.token, r.status) for r in spoke.requests] == [("tok-1", 200), ("tok-2", 200)]
+
+
+def test_set_default_configuration_serves_plain_api_clients(make_engine, spoke: SpokeServer, tmp_path: Path) -> None:
+    engine = make_engine(token_plugin(tmp_path / "runs", "--token", "spoke-token"))
+    kclient.Configuration.set_default(engine.build_config(profile_for(spoke)))
+    try:
+        with kclient.ApiClient() as api:  # takes a deep copy of the default
+            assert names(kclient.CoreV1Api(api).list_namespace()) == NAMESPACES
+    finally:
+        kclient.Configuration.set_default(None)
+    assert [(r.auth, r.token) for r in spoke.requests] == [("token", "spoke-token")]
+
+
+def test_stream_verifies_the_profiles_private_ca(make_engine, spoke: SpokeServer, tmp_path: Path) -> None:
+    from kubernetes.client.rest import ApiException
+    from kubernetes.stream import stream
+
+    engine = make_engine(token_plugin(tmp_path / "runs", "--token", "spoke-token"))
+    with engine.api_client(profile_for(spoke)) as api:
+        # The spoke speaks no websocket, so the exec cannot succeed; what matters is that TLS
+        # verified the profile's CA and the upgrade request reached the spoke with our token.
+        with pytest.raises(ApiException) as failure:
+            stream(kclient.CoreV1Api(api).connect_get_namespaced_pod_exec, "pod", "default", command=["true"],
+                   stderr=True, stdin=False, stdout=True, tty=False)
+    assert "CERTIFICATE_VERIFY_FAILED" not in str(failure.value)
+    assert [(r.path, r.token) for r in spoke.requests] == [("/api/v1/namespaces/default/pods/pod/exec", "spoke-token")]
+
+
+def test_forked_child_exiting_keeps_the_parents_certificate_files(make_engine, spoke: SpokeServer, pki: PKI, tmp_path: Path) -> None:
+    import os
+
+    spoke.accept_client_cn("fleet-a")
+    engine = make_engine(cert_plugin(tmp_path, pki.issue_client_cert("fleet-a"), tmp_path / "runs"))
+    with engine.api_client(profile_for(spoke)) as api:
+        kclient.CoreV1Api(api).list_namespace()
+        cert_file = Path(api.configuration.cert_file)
+        pid = os.fork()
+        if pid == 0:  # the child exits as a Python program does: exit handlers and finalizers run
+            import atexit
+
+            try:
+                atexit._run_exitfuncs()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert cert_file.exists()
+        kclient.CoreV1Api(api).list_namespace()  # and still usable
+    assert not cert_file.exists()
+
+
+def test_remove_certificate_files_is_the_hook_for_a_signal_handler(spoke: SpokeServer, pki: PKI, tmp_path: Path) -> None:
+    spoke.accept_client_cn("fleet-a")
+    crt, key = write_cert(tmp_path, pki.issue_client_cert("fleet-a"))
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys, time
+        from kubernetes import client
+        from prometheus_client import CollectorRegistry
+        import cpcreds
+        from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+
+        def on_term(signum, frame):
+            cpcreds.remove_certificate_files()
+            os._exit(143)  # as a service that must stop now would
+
+        signal.signal(signal.SIGTERM, on_term)
+        engine = cpcreds.CredentialEngine(
+            config_of(exec_entry({PROVIDER!r}, "--no-token", "--cert", {str(crt)!r}, "--key", {str(key)!r})),
+            registry=cpcreds.ProviderRegistry(entry_points=False), prometheus_registry=CollectorRegistry())
+        api = engine.api_client(cluster_profile("spoke-1", access_provider({PROVIDER!r}, {spoke.url!r}, ca_pem={spoke.ca_pem!r})))
+        client.CoreV1Api(api).list_namespace()
+        print(api.configuration.cert_file, flush=True)
+        while True:
+            signal.pause()
+        """
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    cert_file = Path(proc.stdout.readline().strip())
+    assert cert_file.exists()
+    proc.terminate()
+    assert proc.wait(10) == 143
+    assert not cert_file.parent.exists()
+
+
+def test_exec_metric_code_is_zero_only_for_a_successful_call(spoke: SpokeServer, tmp_path: Path) -> None:
+    metrics = CollectorRegistry()
+    config = config_of(exec_entry("good"), exec_entry("garbled", "--raw", "not a credential"))
+    with CredentialEngine(config, registry=ProviderRegistry(entry_points=False), prometheus_registry=metrics) as engine:
+        engine.get_credential(cluster_profile("a", access_provider("good")))
+        with pytest.raises(PluginOutputError):
+            engine.get_credential(cluster_profile("b", access_provider("garbled")))
+    assert metrics.get_sample_value("rest_client_exec_plugin_call_total", {"code": "0", "call_status": "no_error"}) == 1
+    assert metrics.get_sample_value("rest_client_exec_plugin_call_total", {"code": "1", "call_status": "plugin_execution_error"}) == 1
+    assert metrics.get_sample_value("rest_client_exec_plugin_call_total", {"code": "0", "call_status": "plugin_execution_error"}) is None

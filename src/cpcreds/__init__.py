@@ -28,9 +28,12 @@ from .api import (
 from .config import ProviderConfig, ProviderEntry, Settings, load_config, parse_access_provider_flag
 from .credential import Credential
 from .engine import CredentialEngine
+from .kube import remove_certificate_files
+from .policies import BackoffPolicy, RefreshPolicy
 from .errors import (
     ConfigError,
     CredentialError,
+    EngineClosed,
     InteractiveModeError,
     NoMatchingProvider,
     PluginError,
@@ -54,6 +57,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "__version__",
     "CredentialEngine",
+    "RefreshPolicy",
+    "BackoffPolicy",
+    "remove_certificate_files",
     "Credential",
     "AccessPlan",
     "ExecSpec",
@@ -78,6 +84,7 @@ __all__ = [
     "ADDITIONAL_ARGS_EXTENSION",
     "ADDITIONAL_ENVS_EXTENSION",
     "CredentialError",
+    "EngineClosed",
     "ConfigError",
     "ProfileError",
     "NoMatchingProvider",

@@ -330,7 +330,7 @@ class CredentialEngine:
         background: Flight | None = None
         with self._lock:
             if self._closed:
-                raise EngineClosed("the CredentialEngine is closed")
+                raise EngineClosed("engine closed: this CredentialEngine was closed")
             entry = self._entries.get(plan.key)
             if entry is None:
                 entry = self._new_entry(plan)
@@ -640,7 +640,7 @@ class CredentialEngine:
             self._entries.clear()
             self._plans.clear()
         self._workers.close()
-        closed = EngineClosed("the CredentialEngine is closed")
+        closed = EngineClosed("engine closed: this CredentialEngine was closed")
         for flight in flights:
             flight.fail(closed)
         for task in tasks:

@@ -117,7 +117,7 @@ class Workers:
                     )
                 self._freed.wait(remaining)
             if self._closed:
-                raise EngineClosed("the CredentialEngine is closed")
+                raise EngineClosed("engine closed: this CredentialEngine was closed")
             self._running += 1
             self._per_provider[provider] += 1
 

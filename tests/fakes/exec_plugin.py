@@ -23,6 +23,8 @@ Misbehaviour:
   --spam-bytes N         write N bytes of junk to stdout first
   --stderr-spam-bytes N  write N bytes of junk to stderr first
   --hang                 never answer (sleeps until killed)
+  --hang-after N         with --count-file: answer normally on runs 1..N, hang on later ones
+  --wait-for FILE        before answering, wait until FILE exists (a gate a test opens)
   --child-pidfile FILE   start a child that sleeps forever; write its pid to FILE first
   --linger-child         with --child-pidfile: answer normally, leaving the child holding stdout
   --setsid-child         with --child-pidfile: the child leaves our process group (setsid)
@@ -56,7 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--token", "--expires-in", "--expiration", "--cert", "--key", "--api-version", "--kind",
                  "--format", "--raw", "--exit-code", "--stderr", "--spam-bytes", "--stderr-spam-bytes",
-                 "--child-pidfile", "--record", "--count-file", "--clock-offset-file"):
+                 "--child-pidfile", "--record", "--count-file", "--clock-offset-file", "--hang-after", "--wait-for"):
         parser.add_argument(flag)
     for flag in ("--no-token", "--no-status", "--read-stdin", "--hang", "--linger-child", "--token-per-run", "--setsid-child"):
         parser.add_argument(flag, action="store_true")
@@ -107,9 +109,12 @@ def main() -> int:
     if opts.stderr:
         sys.stderr.write(opts.stderr + "\n")
         sys.stderr.flush()
-    if opts.hang:
+    if opts.hang or (opts.hang_after is not None and run > int(opts.hang_after)):
         while True:
             time.sleep(3600)
+    if opts.wait_for:
+        while not os.path.exists(opts.wait_for):
+            time.sleep(0.002)  # the test opens the gate; we are killed at our timeout otherwise
     if opts.exit_code is not None:
         return int(opts.exit_code)
 
