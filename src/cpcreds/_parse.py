@@ -91,11 +91,19 @@ def read_bounded(path: str, max_bytes: int) -> bytes:
     ``OSError`` (missing file, permission, a directory) is left to the caller, which knows how to
     name it. ``/dev/zero`` or an endless FIFO fails after ``max_bytes + 1`` bytes.
     """
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
+    chunks: list[bytes] = []
+    size = 0
+    with open(path, "rb", buffering=0) as handle:
+        # In pieces: read(max_bytes + 1) would allocate the whole bound for a small file.
+        while size <= max_bytes:
+            chunk = handle.read(min(1024 * 1024, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    if size > max_bytes:
         raise DocumentError(f"is larger than {_size(max_bytes)}", source=path, kind="too-large")
-    return data
+    return b"".join(chunks)
 
 
 def load_document(
@@ -293,10 +301,11 @@ _INT = re.compile(
     |[-+]?0x[0-9a-fA-F_]+""",
     re.X,
 )
+# PyYAML's YAML 1.1 patterns (so that what yaml.safe_dump writes reads back the same), without
+# base 60: a float needs a dot, and an exponent needs a sign.
 _FLOAT = re.compile(
-    r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+""",
+    r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?""",
     re.X,
 )
 _INF = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
@@ -320,6 +329,8 @@ def _yaml_int(text: str) -> int:
     digits = digits.lstrip("+-")
     if len(digits) > MAX_INT_DIGITS:
         raise _Problem(f"an integer has more than {MAX_INT_DIGITS} digits", "number")
+    if digits in ("0b", "0x"):  # "0x_": only underscores after the prefix
+        raise _Problem("an integer has no digits", "number")
     if digits.startswith("0b"):
         return sign * int(digits[2:], 2)
     if digits.startswith("0x"):
@@ -426,6 +437,8 @@ class _YamlBuilder:
             problem = DocumentError(exc.reason, source=self.source, line=self.line, kind=exc.kind)
         except yaml.YAMLError as exc:
             problem = self._syntax_error(exc, text)
+        except (ValueError, TypeError, OverflowError, MemoryError, RecursionError):  # a bug of ours or the parser's
+            problem = DocumentError("cannot be read as YAML", source=self.source, line=self.line, kind="syntax")
         # Raised outside the except block: nothing of the parser's (it quotes the input) chains on.
         raise problem
 
@@ -630,6 +643,10 @@ class _ReadOnlyList(list):  # type: ignore[type-arg]
         return list.__repr__(self)
 
 
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_INT_BITS = int(MAX_INT_DIGITS * 3.32)  # below this, an int surely has fewer digits
+
+
 def thaw(value: Any) -> Any:
     """A mutable deep copy of plain data (read-only collections become ``dict``/``list``)."""
     if isinstance(value, dict):
@@ -661,7 +678,7 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
         if item is None or isinstance(item, (bool, str)):
             return item
         if isinstance(item, int):
-            if item.bit_length() > MAX_INT_DIGITS * 3.33:
+            if item.bit_length() > _INT_BITS and abs(item) >= _INT_LIMIT:
                 raise ValueError(f"{_at(path)}an integer has more than {MAX_INT_DIGITS} digits")
             return int(item)
         if isinstance(item, float):
@@ -675,13 +692,19 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
             for key, sub in item.items():
                 if not isinstance(key, str):
                     raise ValueError(f"{_at(path)}a key is {_kind(key)}, not a string")
-                out[key] = copy(sub, f"{path}.{key}" if path else key, depth + 1)
+                shown = key if 0 < len(key) <= 64 and key.isprintable() and "." not in key else _quoted(key)
+                out[key] = copy(sub, f"{path}.{shown}" if path else shown, depth + 1)
             return make_dict(out)
         if isinstance(item, (list, tuple)):
             return make_list(copy(sub, f"{path}[{index}]", depth + 1) for index, sub in enumerate(item))
         raise ValueError(f"{path or 'the value'} is {_kind(item)}, which JSON cannot hold")
 
     return copy(value, "", 0)
+
+
+def _quoted(key: str) -> str:
+    text = ascii(key)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _at(path: str) -> str:

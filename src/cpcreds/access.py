@@ -443,8 +443,10 @@ def _additional_envs(raw: Any, where: str, ref: str) -> dict[str, str]:
         text = _scalar_text(value)
         if not isinstance(name, str) or text is None:
             raise ProfileError(f"{where}: entry {_show_name(name)} must map a variable name to a string", profile=ref)
+        if not name:
+            raise ProfileError(f"{where}: a variable name is empty", profile=ref)
         if not _PORTABLE_ENV_NAME.fullmatch(name):
-            reason = "is empty" if not name else "is not a portable variable name (letters, digits and _, not starting with a digit)"
+            reason = "is not a portable variable name (letters, digits and _, not starting with a digit)"
             raise ProfileError(f"{where}: variable {_show_name(name)} {reason}", profile=ref)
         if is_denied_env_name(name):
             raise ProfileError(

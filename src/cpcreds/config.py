@@ -215,7 +215,7 @@ def _label(name: Any, index: int | None) -> str:
 
 def _show_key(key: Any) -> str:
     text = repr(key)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _did_you_mean(key: Any, known: Iterable[str]) -> str:
@@ -279,7 +279,10 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
         elif part == "[key]":
             text += " (a key)"
         else:
-            text += ("." if text else "") + str(part)
+            shown = str(part)
+            if not (0 < len(shown) <= 64 and shown.isprintable()):
+                shown = _show_key(part)
+            text += ("." if text else "") + shown
     return text
 
 
@@ -322,6 +325,10 @@ def describe_validation_error(
             where = _format_loc(loc[: loc.index("[key]")])
             problems.append((where, f"has a key that is not a string ({_type_name(value)})"))
             continue
+        if kind == "invalid_key":
+            where = _format_loc(loc[:-1])
+            problems.append((where, f"has a key that is {_type_name(value)}, not a string"))
+            continue
         where = _format_loc(loc)
         if kind == "missing":
             message = "is required"
@@ -336,6 +343,8 @@ def describe_validation_error(
             message = f"must be {expected} (got {got})"
         elif kind == "string_too_short":
             message = "must not be empty"
+        elif kind == "string_unicode":
+            message = "contains a lone surrogate (not valid Unicode text)"
         elif kind in ("value_error", "assertion_error"):
             error = (err.get("ctx") or {}).get("error")
             message = str(error) if error is not None else "is not valid"
@@ -397,7 +406,7 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
         raise fail(f"is required ({' or '.join(SUPPORTED_API_VERSIONS)})", "execConfig.apiVersion")
     if exec_config.api_version not in SUPPORTED_API_VERSIONS:
         raise fail(
-            f"{exec_config.api_version!r} is not supported; use {' or '.join(SUPPORTED_API_VERSIONS)}",
+            f"{_show_key(exec_config.api_version)} is not supported; use {' or '.join(SUPPORTED_API_VERSIONS)}",
             "execConfig.apiVersion",
         )
     updates: dict[str, Any] = {}
