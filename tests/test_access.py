@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import pickle
 
 import pytest
 
 from cpcreds import ClusterProfile, NoMatchingProvider, ProfileError, resolve
+from cpcreds.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 ARGS = {"additional_args": ["--audience", "https://spoke-1"]}
@@ -201,3 +204,182 @@ def test_malformed_profile_is_one_clear_error(profile: dict, message: str) -> No
 def test_non_mapping_profile_is_rejected() -> None:
     with pytest.raises(ProfileError, match="expected a ClusterProfile mapping, got list"):
         resolve(config_of(exec_entry("google")), [])  # type: ignore[arg-type]
+
+
+# -- profile-sourced environment: the denylist ----------------------------------------------------
+
+DENIED = sorted(PROFILE_ENV_DENYLIST) + ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "PYTHONPATH",
+                                         "PYTHONSTARTUP", "PYTHONHOME", "BASH_FUNC_ls%%", "MALLOC_CHECK_", "ld_preload", "Path"]  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", ["AppendIfNotExists", "Replace"])
+@pytest.mark.parametrize("name", DENIED)
+def test_profile_may_not_set_a_denied_variable(policy: str, name: str) -> None:
+    entry = exec_entry("google", profileSourcedEnvVarsPolicy=policy)
+    profile = cluster_profile("c", access_provider("google", additional_envs={name: "/tmp/evil"}))
+    if not name.replace("_", "").isalnum():  # BASH_FUNC_ls%% is not even a portable name
+        with pytest.raises(ProfileError, match="is not a portable variable name"):
+            resolve(config_of(entry), profile)
+        return
+    with pytest.raises(ProfileError) as info:
+        resolve(config_of(entry), profile)
+    assert str(info.value).startswith("ClusterProfile fleet-system/c: status.accessProviders[name=google].cluster.extensions[")
+    assert f"variable {name} may not be set by a ClusterProfile" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PATH", "PYTHONPATH", "BASH_FUNC_x%%", "KUBERNETES_EXEC_INFO", "HOME", "SSL_CERT_FILE"])
+def test_denylist_is_public_and_matches_prefixes(name: str) -> None:
+    assert is_denied_env_name(name)
+
+
+@pytest.mark.parametrize("name", ["CLIENT_ID", "TENANT_ID", "AWS_REGION", "LDAP_URL", "PYTH", "MY_PATH", "HOMEDIR"])
+def test_ordinary_variables_are_not_denied(name: str) -> None:
+    assert not is_denied_env_name(name)
+
+
+def test_denied_variable_is_not_read_under_ignore() -> None:
+    profile = cluster_profile("c", access_provider("google", additional_envs={"LD_PRELOAD": "/tmp/evil.so"}))
+    assert resolve(config_of(exec_entry("google")), profile).exec.env == ()
+
+
+def test_configured_env_may_set_a_denied_variable() -> None:
+    # The denylist is about the profile; the admin's own config is trusted.
+    entry = exec_entry("google", env=[{"name": "PATH", "value": "/opt/bin"}])
+    assert resolve(config_of(entry), cluster_profile("c", access_provider("google"))).exec.env == (("PATH", "/opt/bin"),)
+
+
+# -- secrets in repr and to_dict -----------------------------------------------------------------
+
+SECRET_ARGS = ["--password=hunter2", "--token", "tok-123", "--client-secret=cs", "--secret=s", "--api-key=ak", "--access-token=at",
+               "--verbose", "--password", "pw-2", "--user", "alice"]  # fmt: skip
+
+
+def secret_plan() -> AccessPlan:
+    entry = exec_entry("google", env=[{"name": "CLIENT_SECRET", "value": "env-secret"}, {"name": "MODE", "value": "plain"}])
+    entry["execConfig"]["args"] = SECRET_ARGS
+    return resolve(config_of(entry), cluster_profile("c", access_provider("google")))
+
+
+def test_mask_args_masks_secret_flags_in_both_forms() -> None:
+    assert mask_args(SECRET_ARGS) == [
+        "--password=***", "--token", "***", "--client-secret=***", "--secret=***", "--api-key=***", "--access-token=***",
+        "--verbose", "--password", "***", "--user", "alice",
+    ]  # fmt: skip
+
+
+def test_mask_args_does_not_swallow_the_next_flag() -> None:
+    assert mask_args(["--token", "--verbose", "x"]) == ["--token", "--verbose", "x"]
+
+
+def test_repr_of_plan_and_exec_spec_masks_env_values_and_secret_args() -> None:
+    plan = secret_plan()
+    for text in (repr(plan), repr(plan.exec), str(plan)):
+        for secret in ("hunter2", "tok-123", "cs", "ak", "at", "pw-2", "env-secret", "plain"):
+            assert f"={secret}'" not in text and f"'{secret}'" not in text
+        assert "CLIENT_SECRET=***" in text and "MODE=***" in text
+        assert "'--password=***'" in text
+
+
+def test_to_dict_masks_by_default_and_shows_values_when_asked() -> None:
+    plan = secret_plan()
+    masked = plan.to_dict()
+    assert masked["exec"]["env"] == [{"name": "CLIENT_SECRET", "value": "***"}, {"name": "MODE", "value": "***"}]
+    assert "hunter2" not in json.dumps(masked) and "tok-123" not in json.dumps(masked)
+    shown = plan.to_dict(show_values=True)
+    assert shown["exec"]["env"] == [{"name": "CLIENT_SECRET", "value": "env-secret"}, {"name": "MODE", "value": "plain"}]
+    assert shown["exec"]["args"][-len(SECRET_ARGS):] == SECRET_ARGS
+
+
+def test_masking_does_not_change_the_plan_key() -> None:
+    a, b = secret_plan(), secret_plan()
+    assert a.key == b.key and "env-secret" in a.key  # the key is the identity, never printed
+
+
+# -- the plan is a value -------------------------------------------------------------------------
+
+
+def exec_info_profile() -> dict:
+    return cluster_profile(
+        "c",
+        access_provider("google", exec_extension={"clusterName": "c", "nested": {"list": [1, 2]}}, additional_args=["--a"], additional_envs={"E": "1"}),
+    )
+
+
+def test_mutating_the_profile_after_resolve_changes_nothing_in_the_plan() -> None:
+    config = config_of(exec_entry("google", provideClusterInfo=True, profileSourcedCLIArgsPolicy="Append", profileSourcedEnvVarsPolicy="Replace"))
+    profile = exec_info_profile()
+    plan = resolve(config, profile)
+    key, wire = plan.key, json.dumps(cluster_to_wire(plan.cluster))
+    cluster = profile["status"]["accessProviders"][0]["cluster"]
+    extension = cluster["extensions"][0]["extension"]
+    extension["clusterName"] = "changed"
+    extension["nested"]["list"].append(3)
+    extension["new"] = True
+    cluster["extensions"][1]["extension"].append("--evil")
+    cluster["extensions"][2]["extension"]["E"] = "2"
+    cluster["server"] = "https://elsewhere"
+    assert plan.key == key
+    assert json.dumps(cluster_to_wire(plan.cluster)) == wire
+    assert plan.cluster.config == {"clusterName": "c", "nested": {"list": [1, 2]}}
+    assert plan.exec.args[-1] == "--a" and plan.exec.env == (("E", "1"),)
+    assert plan == resolve(config, exec_info_profile())
+
+
+def test_a_provider_cannot_change_the_plan_through_cluster_config() -> None:
+    plan = resolve(config_of(exec_entry("google", provideClusterInfo=True)), exec_info_profile())
+    key = plan.key
+    config = plan.cluster.config
+    with pytest.raises(TypeError):
+        config["clusterName"] = "x"
+    with pytest.raises(TypeError):
+        config["nested"]["list"].append(3)
+    with pytest.raises(TypeError):
+        config.update(a=1)
+    with pytest.raises(TypeError):
+        del config["nested"]
+    assert plan.key == key
+    copied = copy.deepcopy(config)  # a provider that wants to change it works on a copy
+    copied["nested"]["list"].append(3)
+    assert config["nested"]["list"] == [1, 2]
+
+
+def test_frozen_cluster_config_encodes_like_the_original() -> None:
+    extension = {"clusterName": "c", "nested": {"list": [1, "two", None, 1.5, True]}}
+    plan = resolve(config_of(exec_entry("google", provideClusterInfo=True)), cluster_profile("c", access_provider("google", exec_extension=extension)))
+    assert json.dumps(cluster_to_wire(plan.cluster)["config"]) == json.dumps(extension)
+    assert plan.cluster.config == extension
+    assert pickle.loads(pickle.dumps(plan.cluster.config)) == extension
+
+
+def test_in_process_options_are_read_only_in_the_plan() -> None:
+    config = config_of({"name": "tokens", "type": "file", "options": {"tokenFile": "/t", "extra": {"a": [1]}}})
+    plan = resolve(config, cluster_profile("c", access_provider("tokens")))
+    with pytest.raises(TypeError):
+        plan.options["extra"]["a"].append(2)
+    assert config.providers[0].options == {"tokenFile": "/t", "extra": {"a": [1]}}
+
+
+# -- profiles without access providers ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("profile", "hint"),
+    [
+        ({"metadata": {"name": "x"}, "spec": {"accessProviders": [{"name": "google"}]}}, "(found spec.accessProviders; it belongs under status)"),
+        ({"metadata": {"name": "x"}, "status": {"accessprovider": [{"name": "google"}]}}, "(found status.accessprovider; did you mean status.accessProviders?)"),
+        ({"metadata": {"name": "x"}, "status": {"AccessProviders": [{"name": "google"}]}}, "(found status.AccessProviders; did you mean status.accessProviders?)"),
+        ({"metadata": {"name": "x"}, "accessProviders": [{"name": "google"}]}, "(found accessProviders at the top level; it belongs under status)"),
+        ({"metadata": {"name": "x"}}, "(the profile has no status; the cluster manager fills it in)"),
+        ({"metadata": {"name": "x"}, "status": {"conditions": []}}, ""),
+    ],
+)
+def test_profile_without_status_access_providers_says_so(profile: dict, hint: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        resolve(config_of(exec_entry("google")), profile)
+    assert str(info.value) == f"ClusterProfile x: the profile has no status.accessProviders{(' ' + hint) if hint else ''}"
+
+
+def test_profile_error_has_no_pydantic_wording() -> None:
+    with pytest.raises(ProfileError) as info:
+        resolve(config_of(exec_entry("google")), {"metadata": {"name": "x"}, "status": {"accessProviders": [{"name": "google", "cluster": {"server": ["s"]}}]}})
+    assert str(info.value) == "ClusterProfile x: field status.accessProviders[0].cluster.server: must be a string, not a list"

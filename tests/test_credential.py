@@ -231,3 +231,35 @@ def test_expired_without_now_uses_the_current_time() -> None:
     now = datetime.now(UTC)
     assert Credential(token=TOKEN, expiration_timestamp=now - timedelta(seconds=1)).expired() is True
     assert Credential(token=TOKEN, expiration_timestamp=now + timedelta(hours=1)).expired() is False
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59.999999999-23:59"],
+)
+def test_timestamp_outside_the_datetime_range_is_a_value_error_not_an_overflow(value: str) -> None:
+    with pytest.raises(ValueError, match="^expirationTimestamp is outside the years 1 to 9999 in UTC$") as info:
+        parse_rfc3339(value)
+    assert info.value.__context__ is None
+
+
+@pytest.mark.parametrize("value", ["2024-13-01T00:00:00Z", "2024-02-30T00:00:00Z", "2024-01-01T25:00:00Z", "2024-01-01T00:00:00+99:00"])
+def test_impossible_timestamp_is_a_value_error_without_the_value(value: str) -> None:
+    with pytest.raises(ValueError, match="^expirationTimestamp is not a valid date and time$") as info:
+        parse_rfc3339(value)
+    assert info.value.__context__ is None
+
+
+def test_overflowing_expiry_from_a_status_is_a_value_error() -> None:
+    status = ExecCredentialStatus(token=TOKEN, expirationTimestamp="9999-12-31T23:59:59-01:00")
+    with pytest.raises(ValueError) as info:
+        Credential.from_status(status)
+    assert TOKEN not in str(info.value)
+
+
+def test_garbage_key_pair_errors_chain_nothing(pair) -> None:
+    cert_pem, _, _ = pair
+    for cert, key in ((f"-----BEGIN CERTIFICATE-----\n{TOKEN}\n-----END CERTIFICATE-----\n", "x"), (cert_pem, f"-----BEGIN PRIVATE KEY-----\n{TOKEN}\n-----END PRIVATE KEY-----\n")):
+        with pytest.raises(ValueError) as info:
+            Credential(client_certificate_data=cert, client_key_data=key)
+        assert info.value.__context__ is None and TOKEN not in str(info.value)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from cpcreds.access import AccessPlan, resolve
 from cpcreds.config import ProviderConfig
 from cpcreds.credential import Credential
 from cpcreds.errors import ConfigError, ProviderError
-from cpcreds.providers.file import FileProvider
+from cpcreds.providers.file import MAX_FILE_BYTES, FileProvider
 from cpcreds.registry import ProviderRegistry
 from tests.fakes.pki import make_key_pair as self_signed_pair
 
@@ -299,3 +301,53 @@ def test_options_with_an_unknown_key_are_rejected(tmp_path: Path) -> None:
 def test_refresh_interval_accepts_go_durations(tmp_path: Path) -> None:
     provider = FileProvider({"tokenFile": str(tmp_path / "t"), "refreshInterval": "1m30s"})
     assert provider.options.refresh_interval == 90.0
+
+
+# -- bounded reads -------------------------------------------------------------------------------
+
+
+def test_token_file_on_dev_zero_fails_fast_without_reading_it() -> None:
+    started = time.perf_counter()
+    with pytest.raises(ProviderError) as info:
+        get({"tokenFile": "/dev/zero"})
+    assert time.perf_counter() - started < 1.0
+    assert str(info.value) == f"provider {PROVIDER}: file provider: cannot read tokenFile /dev/zero: is not a regular file"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_token_file_that_is_a_fifo_without_writer_fails_fast(tmp_path: Path) -> None:
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    started = time.perf_counter()
+    with pytest.raises(ProviderError, match="is not a regular file"):
+        get({"tokenFile": str(fifo)})
+    assert time.perf_counter() - started < 1.0
+
+
+def test_token_file_larger_than_the_bound_is_refused(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"a" * (MAX_FILE_BYTES + 1))
+    with pytest.raises(ProviderError, match=r"cannot read tokenFile .*: is larger than 1024 KiB"):
+        get({"tokenFile": str(token_file)})
+
+
+def test_token_file_at_the_bound_is_read(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"a" * MAX_FILE_BYTES)
+    assert len(get({"tokenFile": str(token_file)}).token) == MAX_FILE_BYTES
+
+
+def test_symlinked_token_file_is_read_as_projected_volumes_use_them(tmp_path: Path) -> None:
+    (tmp_path / "..data").mkdir()
+    (tmp_path / "..data" / "token").write_text("projected")
+    (tmp_path / "token").symlink_to(tmp_path / "..data" / "token")
+    assert get({"tokenFile": str(tmp_path / "token")}).token == "projected"
+
+
+def test_jwt_with_a_deeply_nested_payload_falls_back_to_the_refresh_interval(tmp_path: Path) -> None:
+    payload = base64.urlsafe_b64encode(b"[" * 50_000).rstrip(b"=").decode()
+    token_file = tmp_path / "token"
+    token_file.write_text(f"eyJhbGciOiJSUzI1NiJ9.{payload}.c2ln")
+    before = datetime.now(UTC)
+    credential = get({"tokenFile": str(token_file), "refreshInterval": "5m"})
+    assert credential.expiration_timestamp >= before + timedelta(minutes=5) - timedelta(seconds=1)
