@@ -367,3 +367,63 @@ def test_plugin_that_dies_from_sigterm_reports_it(tmp_path: Path) -> None:
     )
     with pytest.raises(PluginExecutionError, match="killed by SIGTERM"):
         ExecProvider().get_credential(plan)
+
+
+# -- hostile answers and the command's origin (issue 7, the exec side) ---------------------------
+
+HOSTILE_SECRET = "tok-HOSTILE-9d1e"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "%s"' % HOSTILE_SECRET,
+        "status: {token: %s\n  bad: [" % HOSTILE_SECRET,
+        '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": 5, "x": "%s"}}' % HOSTILE_SECRET,
+        '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "%s", "expirationTimestamp": "%s"}}'
+        % (HOSTILE_SECRET, HOSTILE_SECRET),
+    ],
+    ids=["truncated-json", "broken-yaml", "wrong-type", "bad-expiry"],
+)
+def test_rejected_answer_leaves_no_trace_of_itself_in_the_error_or_its_chain(raw: str) -> None:
+    with pytest.raises(PluginOutputError) as failure:
+        fetch("--raw", raw)
+    for exc in _chain(failure.value):
+        assert HOSTILE_SECRET not in str(exc) and HOSTILE_SECRET not in repr(exc.args)
+    assert failure.value.__context__ is None and failure.value.__cause__ is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["[" * 25_000, '{"a":' * 25_000, "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))],
+    ids=["deep-yaml", "deep-json", "billion-laughs"],
+)
+def test_bomb_answers_fail_fast_and_cleanly(raw: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(PluginOutputError, match="neither JSON nor YAML"):
+        fetch("--raw", raw)
+    assert time.monotonic() - started < 5  # the plugin's start-up; the parse itself is milliseconds
+
+
+def test_bare_command_is_found_on_our_path_not_the_plugins(tmp_path: Path) -> None:
+    # A configured (or profile-sourced) PATH in the plugin's environment must not choose what runs.
+    decoy = tmp_path / "bin"
+    decoy.mkdir()
+    (decoy / "cpcreds-test-plugin").write_text("#!/bin/sh\necho decoy ran >&2\nexit 9\n")
+    (decoy / "cpcreds-test-plugin").chmod(0o755)
+    plan = plan_for(env=[{"name": "PATH", "value": str(decoy)}])
+    spec = plan.exec
+    assert spec is not None
+    from dataclasses import replace
+
+    plan = replace(plan, exec=replace(spec, command="cpcreds-test-plugin", args=()))
+    with pytest.raises(PluginNotFound, match="not found on PATH"):
+        ExecProvider().get_credential(plan)

@@ -33,11 +33,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ..access import AccessPlan, ExecSpec, cluster_to_wire
-from ..api import EXEC_INFO_ENV, YAML_LOADER, ExecCredential
+from .._parse import DocumentError, load_document
+from ..api import EXEC_INFO_ENV, ExecCredential
+from ..config import describe_validation_error
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
@@ -351,16 +352,19 @@ class ExecProvider:
         raw = result.stdout
         if not raw.strip():
             raise bad("nothing on stdout")
+        # client-go's universal decoder takes YAML as well as JSON. The bounded loader keeps a
+        # hostile answer (deep nesting, alias bombs) from costing more than its size; its errors
+        # never quote the answer. Every error below is raised outside the except block that saw
+        # the problem, so no exception chained to ours can carry the answer's text.
+        problem = None
         try:
-            document = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            # client-go's universal decoder takes YAML as well as JSON.
-            try:
-                document = yaml.load(raw, Loader=YAML_LOADER)
-            except yaml.YAMLError:
-                raise bad(f"{len(raw)} bytes that are neither JSON nor YAML") from None
+            document = load_document(raw, source="answer", max_bytes=self.max_stdout_bytes)
+        except DocumentError as exc:
+            problem = f"{len(raw)} bytes that are neither JSON nor YAML ({exc.detail})"
+        if problem is not None:
+            raise bad(problem)
         if not isinstance(document, dict):
-            raise bad(f"a {type(document).__name__}, not an ExecCredential object")
+            raise bad(f"a {_kind_of(document)}, not an ExecCredential object")
         api_version, kind = document.get("apiVersion"), document.get("kind")
         if kind != "ExecCredential":
             raise bad(f"kind {_shown(kind, _KIND_SHAPE)}, expected 'ExecCredential'")
@@ -369,17 +373,23 @@ class ExecProvider:
                 f"apiVersion {_shown(api_version, _API_VERSION_SHAPE)}, but it is configured to use "
                 f"{spec.api_version!r} (the answer must use the requested version)"
             )
+        answer = None
         try:
             answer = ExecCredential.model_validate(document)
         except ValidationError as exc:
-            err = exc.errors(include_url=False, include_input=False)[0]
-            raise bad(f"an invalid ExecCredential: field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            where, what = describe_validation_error(exc, ExecCredential)[0]
+            problem = f"an invalid ExecCredential: field {where} {what}"
+        if answer is None:
+            raise bad(problem or "an invalid ExecCredential")
         if answer.status is None:
             raise bad("no status field")
+        credential = None
         try:
             credential = Credential.from_status(answer.status)
         except ValueError as exc:
-            raise bad(f"an unusable credential: {exc}") from None
+            problem = f"an unusable credential: {exc}"
+        if credential is None:
+            raise bad(problem or "an unusable credential")
         not_after, not_before = credential.certificate_not_after, credential.certificate_not_before
         if not_after is not None and not_before is not None:
             # KEP-541: "The certificate must be valid at the time of execution." Clocks differ a
@@ -396,6 +406,12 @@ class ExecProvider:
 # lying plugin could put anything in them, a token included.
 _API_VERSION_SHAPE = re.compile(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*/)?v\d+(?:(?:alpha|beta)\d+)?")
 _KIND_SHAPE = re.compile(r"[A-Z][A-Za-z]{0,62}")
+
+
+def _kind_of(value: Any) -> str:
+    return {type(None): "null", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _shown(value: Any, shape: re.Pattern[str]) -> str:
