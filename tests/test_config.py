@@ -241,3 +241,49 @@ def test_settings_come_from_cpcreds_environment(monkeypatch: pytest.MonkeyPatch)
     assert settings.log_format == "json"
     assert settings.default_timeout_seconds == 15
     assert str(settings.config) == "/etc/cpcreds/providers.yaml"
+
+
+def test_bad_setting_is_a_config_error_naming_the_variable_in_our_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCREDS_LOG_LEVEL", "loud")
+    with pytest.raises(ConfigError) as info:
+        Settings()
+    assert str(info.value) == "CPCREDS_LOG_LEVEL: must be 'debug', 'info', 'warning' or 'error' (got 'loud')"
+    assert info.value.__context__ is None
+
+
+def test_misspelt_top_level_key_gets_a_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown top-level field\(s\) 'provider'; did you mean 'providers'\?$"):
+        load_config(write(tmp_path, "p.yaml", "provider: []\n"))
+
+
+def test_config_errors_never_quote_env_values_or_args(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "p.yaml",
+        """
+        providers:
+        - name: a
+          execConfig:
+            apiVersion: client.authentication.k8s.io/v1
+            command: /bin/x
+            args: {--password: hunter2}
+            env: [{name: TOKEN, value: [hunter3]}]
+        """,
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "hunter2" not in str(info.value) and "hunter3" not in str(info.value)
+    assert "field execConfig.args: must be a list, not a mapping" in str(info.value)
+    assert info.value.__context__ is None
+
+
+def test_config_file_that_is_a_directory_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory, not a file$"):
+        load_config(tmp_path)
+
+
+def test_options_that_json_cannot_hold_are_a_config_error() -> None:
+    import datetime
+
+    with pytest.raises(ConfigError, match=r'provider "a" \(providers\[0\]\): field options: when is a date, which JSON cannot hold$'):
+        ProviderConfig.from_dict({"providers": [{"name": "a", "type": "file", "options": {"when": datetime.date(2024, 1, 1)}}]})

@@ -533,6 +533,18 @@ class Settings(BaseSettings):
     #: Comma-separated allow-list of entry-point names to load (unset: all).
     plugins: str | None = None
 
+    def __init__(self, **values: Any) -> None:
+        """Read the environment; a bad value is a :class:`~cpcreds.errors.ConfigError` naming the
+        variable (``CPCREDS_LOG_LEVEL: must be 'debug', 'info', 'warning' or 'error' (got 'loud')``)."""
+        problems: list[tuple[str, str]] = []
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = describe_validation_error(exc, type(self))
+        if problems:
+            variables = ", ".join(dict.fromkeys(f"CPCREDS_{where.split('.')[0].upper()}" for where, _ in problems))
+            raise ConfigError("; ".join(message for _, message in problems), source=variables)
+
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
