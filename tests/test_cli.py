@@ -40,8 +40,14 @@ _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    """The outer environment without KUBERNETES_EXEC_INFO and CPCREDS_*, plus ``extra``."""
+    """The outer environment without KUBERNETES_EXEC_INFO and CPCREDS_*, plus ``extra``.
+
+    Third-party plugins installed here (contrib packages, the provider tutorial's) are not loaded
+    (``CPCREDS_DISABLE_PLUGINS=*``) unless ``extra`` says otherwise: what else is installed must
+    not decide a test.
+    """
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_EXEC_INFO" and not k.startswith("CPCREDS_")}
+    env["CPCREDS_DISABLE_PLUGINS"] = "*"
     env.update(extra)
     return env
 
@@ -278,7 +284,7 @@ def test_resolve_prints_documented_exec_plan(tmp_path: Path) -> None:
         **{"tls-server-name": "spoke.internal", "proxy-url": "http://proxy.test:3128"},
     )
     profile = write_yaml(tmp_path / "profile.yaml", cluster_profile("spoke-1", provider))
-    result = run_cli("resolve", "--config", config, "--profile", profile, cwd=tmp_path)
+    result = run_cli("resolve", "--config", config, "--profile", profile, "--show-values", cwd=tmp_path)
     plan = ok_json(result)
     assert plan == {
         "provider": "fake",
@@ -320,7 +326,7 @@ def test_resolve_file_provider_prints_type_and_options(tmp_path: Path, profile_f
 
 def test_resolve_list_of_profiles_prints_json_list(tmp_path: Path, two_profile_config: Path) -> None:
     profiles = write_two_profiles(tmp_path / "fleet.yaml", "list")
-    plans = ok_json(run_cli("resolve", "--config", two_profile_config, "--profile", profiles, cwd=tmp_path))
+    plans = ok_json(run_cli("resolve", "--config", two_profile_config, "--profile", profiles, "--show-values", cwd=tmp_path))
     assert isinstance(plans, list)
     assert [(p["provider"], p["cluster"]["server"]) for p in plans] == [
         ("p-alpha", "https://alpha.test:6443"),
@@ -606,12 +612,13 @@ def test_plugins_exits_1_and_names_a_plugin_that_failed_to_load(tmp_path: Path) 
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cpcreds-broken-plugin\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[cpcreds]\nbroken = cpcreds_broken_plugin\n")
-    env = cli_env(PYTHONPATH=str(site))
+    env = cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="", CPCREDS_PLUGINS="broken")
     result = run_cli("plugins", cwd=tmp_path, env=env)
     assert result.returncode == 1
     assert "failed: broken (cpcreds-broken-plugin): ImportError: needs libfoo" in result.stdout
     assert "exec" in result.stdout and "file" in result.stdout  # the rest still loaded
-    assert run_cli("plugins", cwd=tmp_path, env=cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="broken")).returncode == 0
+    env.update(CPCREDS_DISABLE_PLUGINS="broken")
+    assert run_cli("plugins", cwd=tmp_path, env=env).returncode == 0
 
 
 def test_kubeconfig_refuses_a_profile_listed_twice(tmp_path: Path) -> None:

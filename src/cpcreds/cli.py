@@ -1,15 +1,18 @@
 """The ``cpcreds`` command line.
 
 Errors a user can cause (bad config, bad profile, failing plugin) print one line on stderr and exit
-1; usage errors exit 2. A traceback is shown only for cpcreds' own bugs, and only with
-``CPCREDS_LOG_LEVEL=debug``.
+1; usage errors print one line naming the ``--help`` to read and exit 2. A traceback is shown only
+for cpcreds' own bugs, and only with ``CPCREDS_LOG_LEVEL=debug``. ``cpcreds`` alone prints the
+help and exits 0, as ``kubectl`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -20,8 +23,8 @@ from . import __version__
 from .access import AccessPlan
 from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .config import FLAG_SOURCE, ProviderConfig, Settings, load_config, parse_access_provider_flag
-from .errors import ConfigError, CredentialError
-from .logs import configure_logging, redact_secrets
+from .errors import ConfigError, CredentialError, NoMatchingProvider
+from .logs import configure_logging, redact_text
 
 __all__ = ["main", "build_parser"]
 
@@ -35,6 +38,7 @@ examples:
   KUBECONFIG=fleet.kubeconfig kubectl --context my-cluster get namespaces
   cpcreds validate --config providers.yaml
   cpcreds plugins
+  source <(cpcreds completion bash)
 
 environment:
   CPCREDS_CONFIG            provider config used when --config is not given
@@ -46,15 +50,53 @@ environment:
   CPCREDS_PLUGINS           allow-list of entry-point names to load
 """
 
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "completion")
+SHELLS = ("bash", "zsh", "fish")
+
+_INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _did_you_mean(value: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(value, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2, as argparse does but without usage spam
-        self.exit(2, f"cpcreds: usage error: {message} (see {self.prog} --help)\n")
+        match = _INVALID_CHOICE.match(message)
+        if match:
+            value, choices = match["value"], re.findall(r"'([^']*)'", match["choices"])
+            if match["arg"] == "COMMAND":
+                hint = _did_you_mean(value, choices) or f"; commands: {', '.join(choices)}"
+                message = f"unknown command {value!r}{hint}"
+            else:
+                message += _did_you_mean(value, choices)
+        self.exit(2, f"cpcreds: usage error: {redact_text(message)} (see {self.prog} --help)\n")
+
+    def unrecognized(self, extras: Sequence[str]) -> Any:
+        """The usage error for arguments this (sub)command does not know, with a suggestion."""
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        for extra in extras:
+            if extra.startswith("--"):
+                hint = _did_you_mean(extra.partition("=")[0], options)
+                if hint:
+                    message += hint
+                    break
+        self.error(message)
 
 
-def _add_provider_options(parser: argparse.ArgumentParser, *, required_profile: bool = True) -> None:
+def _add_config_option(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("provider config")
-    group.add_argument("--config", metavar="FILE", help="provider config file, YAML or JSON (default: $CPCREDS_CONFIG)")
+    group.add_argument(
+        "--config",
+        "--clusterprofile-provider-file",
+        dest="config",
+        metavar="FILE",
+        help="provider config file, YAML or JSON (default: $CPCREDS_CONFIG); "
+        "--clusterprofile-provider-file is the Go library's name for it",
+    )
     group.add_argument(
         "--clusterprofile-access-provider",
         dest="access_providers",
@@ -63,9 +105,20 @@ def _add_provider_options(parser: argparse.ArgumentParser, *, required_profile: 
         default=[],
         help="NAME='COMMAND [ARG...]' (KEP-5339); repeatable; added after the file's providers",
     )
+    return group
+
+
+def _add_provider_options(parser: argparse.ArgumentParser) -> None:
+    _add_config_option(parser)
     profile = parser.add_argument_group("cluster profile")
-    profile.add_argument("--profile", metavar="FILE", required=required_profile, help="ClusterProfile file (YAML/JSON, a List too); - for stdin")
+    profile.add_argument("--profile", metavar="FILE", required=True, help="ClusterProfile file (YAML/JSON, a List too); - for stdin")
     profile.add_argument("--name", metavar="NAME", help="which ClusterProfile of the file (name or namespace/name)")
+
+
+def _add_format_option(parser: argparse.ArgumentParser, default_help: str) -> None:
+    parser.add_argument(
+        "--output", "-o", choices=["json", "yaml"], default="json", help=f"output format (default: json, {default_help})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,13 +130,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cpcreds {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
+    subparsers: dict[str, _Parser] = {}
 
-    get = commands.add_parser(
+    def add(name: str, help: str, description: str) -> _Parser:
+        sub = commands.add_parser(name, help=help, description=description)
+        subparsers[name] = sub
+        return sub
+
+    get = add(
         "get-credential",
-        help="print the ExecCredential for a ClusterProfile",
-        description="Print the ExecCredential (JSON) for a ClusterProfile. Run by a client as an exec "
-        "plugin (KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for.",
+        "print the ExecCredential for a ClusterProfile",
+        "Print the ExecCredential for a ClusterProfile: pick its provider, run the exec plugin or "
+        "in-process provider, print the answer. Run by a client as an exec plugin "
+        "(KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for.",
     )
     _add_provider_options(get)
     get.add_argument(
@@ -91,49 +150,90 @@ def build_parser() -> argparse.ArgumentParser:
         choices=SUPPORTED_API_VERSIONS,
         help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else client.authentication.k8s.io/v1)",
     )
+    _add_format_option(get, "on one line, as exec clients read it")
     get.set_defaults(handler=_cmd_get_credential)
 
-    res = commands.add_parser("resolve", help="print the AccessPlan (provider, cluster, exec) as JSON")
+    res = add(
+        "resolve",
+        "print the plan for a ClusterProfile (provider, cluster, exec) without running it",
+        "Print what get-credential would do, without running anything: the chosen provider, the "
+        "cluster from the profile, and the exec invocation or in-process provider. Env values and "
+        "secret-looking args are shown as *** unless --show-values is given.",
+    )
     _add_provider_options(res)
+    _add_format_option(res, "indented")
+    res.add_argument("--show-values", action="store_true", help="show env values and secret-looking args as they are")
     res.set_defaults(handler=_cmd_resolve)
 
-    kcfg = commands.add_parser(
+    kcfg = add(
         "kubeconfig",
-        help="print a kubeconfig whose users run cpcreds as their exec plugin",
-        description="Print a kubeconfig with one context per ClusterProfile of the file. Its users run "
-        "`cpcreds get-credential`; no credential is written anywhere.",
+        "print a kubeconfig whose users run cpcreds as their exec plugin",
+        "Print a kubeconfig with one context per ClusterProfile of the file. Its users run "
+        "`cpcreds get-credential`, referring to the config file; no credential, env value or "
+        "secret-looking argument is written.",
     )
     _add_provider_options(kcfg)
     kcfg.add_argument("--output", "-o", metavar="FILE", help="write to FILE (mode 0600) instead of stdout")
+    kcfg.add_argument(
+        "--skip-unmatched",
+        action="store_true",
+        help="leave out profiles that no configured provider matches (one warning each on stderr) instead of failing",
+    )
     kcfg.set_defaults(handler=_cmd_kubeconfig)
 
-    val = commands.add_parser("validate", help="check a provider config: fields, provider types, plugin options")
-    val.add_argument("--config", metavar="FILE", help="provider config file (default: $CPCREDS_CONFIG)")
-    val.add_argument(
-        "--clusterprofile-access-provider", dest="access_providers", metavar="SPEC", action="append", default=[]
+    val = add(
+        "validate",
+        "check a provider config: fields, provider types, plugin options",
+        "Load the provider config, check every field, and build every provider (is each type "
+        "installed, are its options valid). Runs no plugin and reads no credential.",
     )
+    _add_config_option(val)
     val.set_defaults(handler=_cmd_validate)
 
-    plug = commands.add_parser("plugins", help="list provider types, the packages that ship them, and load errors")
+    plug = add(
+        "plugins",
+        "list provider types, the packages that ship them, and load errors",
+        "List every provider type this installation knows and where it comes from, and every "
+        "plugin that failed to load (exit 1 if one did). Honours CPCREDS_DISABLE_PLUGINS and CPCREDS_PLUGINS.",
+    )
     plug.add_argument("--output", "-o", choices=["text", "json"], default="text")
     plug.set_defaults(handler=_cmd_plugins)
+
+    comp = add(
+        "completion",
+        "print a shell completion script (bash, zsh, fish)",
+        "Print a completion script for SHELL on stdout. Load it with: source <(cpcreds completion bash) "
+        "(bash or zsh, zsh after compinit), or cpcreds completion fish | source.",
+    )
+    comp.add_argument("shell", metavar="SHELL", choices=SHELLS, help="bash, zsh or fish")
+    comp.set_defaults(handler=_cmd_completion)
+
+    parser.subparsers = subparsers  # type: ignore[attr-defined]  # for errors and completion
     return parser
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
 
+def _config_path(args: argparse.Namespace, settings: Settings) -> str | None:
+    return args.config or (os.fspath(settings.config) if settings.config else None)
+
+
+def _flag_config(args: argparse.Namespace, settings: Settings) -> ProviderConfig | None:
+    if not args.access_providers:
+        return None
+    entries = [
+        parse_access_provider_flag(spec, api_version=settings.default_api_version, timeout=settings.default_timeout_seconds)
+        for spec in args.access_providers
+    ]
+    return ProviderConfig.from_entries(entries, source=FLAG_SOURCE)
+
+
 def _load_provider_config(args: argparse.Namespace, settings: Settings) -> ProviderConfig:
-    path = args.config or (os.fspath(settings.config) if settings.config else None)
-    config: ProviderConfig | None = load_config(path) if path else None
-    if args.access_providers:
-        entries = [
-            parse_access_provider_flag(
-                spec, api_version=settings.default_api_version, timeout=settings.default_timeout_seconds
-            )
-            for spec in args.access_providers
-        ]
-        flags = ProviderConfig.from_entries(entries, source=FLAG_SOURCE)
+    path = _config_path(args, settings)
+    config: ProviderConfig | None = load_config(path) if path else None  # its errors name the file
+    flags = _flag_config(args, settings)
+    if flags is not None:
         config = flags if config is None else config.merged_with(flags)
     if config is None:
         raise ConfigError("no provider config: give --config FILE, set CPCREDS_CONFIG, or use --clusterprofile-access-provider")
@@ -155,8 +255,19 @@ def _engine(config: ProviderConfig) -> Any:
     return CredentialEngine(config)
 
 
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2) + "\n")
+def _print(value: Any, output: str, *, compact: bool = False) -> None:
+    if output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(value, sort_keys=False))
+    elif compact:
+        sys.stdout.write(json.dumps(value) + "\n")
+    else:
+        sys.stdout.write(json.dumps(value, indent=2) + "\n")
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"cpcreds: warning: {redact_text(message)}\n")
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -174,7 +285,7 @@ def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
     (profile,) = _profiles(args)
     engine = _engine(config)
     credential = engine.get_credential(profile)
-    sys.stdout.write(json.dumps(credential.to_exec_credential(api_version)) + "\n")
+    _print(credential.to_exec_credential(api_version), args.output, compact=True)
     return 0
 
 
@@ -182,8 +293,8 @@ def _cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     from .access import resolve
 
     config = _load_provider_config(args, settings)
-    plans = [resolve(config, profile).to_dict() for profile in _profiles(args)]
-    _print_json(plans[0] if len(plans) == 1 else plans)
+    plans = [resolve(config, profile).to_dict(show_values=args.show_values) for profile in _profiles(args)]
+    _print(plans[0] if len(plans) == 1 else plans, args.output)
     return 0
 
 
@@ -196,6 +307,37 @@ def _context_names(profiles: list[dict[str, Any]]) -> list[str]:
     return [profile_ref(p) for p in profiles]  # the same name in two namespaces
 
 
+def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> str:
+    """The ``--clusterprofile-access-provider`` value to record, unless it would put a secret in
+    the kubeconfig: then a ConfigError telling the user to use a config file."""
+    from .access import mask_args
+
+    entry = config.get(name)
+    assert entry is not None and entry.exec_config is not None  # flags always define exec providers
+    argv = [entry.exec_config.command, *entry.exec_config.args]
+    masked = mask_args(argv)
+    masked = [redact_text(arg) for arg in masked]
+    if masked != argv:
+        shown = " ".join(masked)
+        raise ConfigError(
+            f'its command line "{shown}" looks like it holds a secret, which kubeconfig would copy into the file; '
+            "put this provider in a provider config file and use --config FILE",
+            source=FLAG_SOURCE,
+            entry=f'"{name}"',
+        )
+    return spec
+
+
+def _write_private(path: str, text: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # the mode of os.open applies only to a file it creates
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise CredentialError(f"{path}: cannot write: {exc.strerror or type(exc).__name__}") from None
+
+
 def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     import yaml
 
@@ -206,28 +348,40 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     if args.profile == "-":
         raise ConfigError("kubeconfig needs --profile FILE: the kubeconfig refers to the file when kubectl runs cpcreds")
     config = _load_provider_config(args, settings)
+    flags = _flag_config(args, settings)
+    flag_specs = dict(zip([e.name for e in flags.providers], args.access_providers)) if flags else {}
     profiles = _profiles(args)
     profile_path = str(Path(args.profile).resolve())
     base = ["-m", "cpcreds", "get-credential"]
-    if args.config or settings.config:
-        base += ["--config", str(Path(args.config or settings.config).resolve())]
-    for spec in args.access_providers:
-        base += ["--clusterprofile-access-provider", spec]
+    config_path = _config_path(args, settings)
+    if config_path:
+        base += ["--config", str(Path(config_path).resolve())]
     refs = [profile_ref(p) for p in profiles]
     repeated = sorted({ref for ref in refs if refs.count(ref) > 1})
     if repeated:
         raise ConfigError(f"{args.profile}: ClusterProfile {', '.join(repeated)} appears more than once; kubectl could not pick one")
+    kept: list[tuple[dict[str, Any], AccessPlan]] = []
+    for profile in profiles:
+        try:
+            plan: AccessPlan = resolve(config, profile)  # fail now, not when kubectl runs it
+        except NoMatchingProvider as exc:
+            if not args.skip_unmatched:
+                raise
+            _warn(f"skipped {exc}")
+            continue
+        kept.append((profile, plan))
+    if not kept:
+        raise CredentialError(f"{args.profile}: no ClusterProfile matches a configured provider; nothing to write")
     contexts = []
-    for name, profile in zip(_context_names(profiles), profiles):
-        plan: AccessPlan = resolve(config, profile)  # fail now, not when kubectl runs it
-        exec_args = (*base, "--profile", profile_path, "--name", profile_ref(profile))
-        contexts.append(KubeconfigContext(name=name, plan=plan, command=sys.executable, args=exec_args))
+    for name, (profile, plan) in zip(_context_names([p for p, _ in kept]), kept):
+        exec_args = list(base)
+        if plan.provider in flag_specs:  # only the provider this profile uses, and only if harmless
+            exec_args += ["--clusterprofile-access-provider", _flag_spec_for_kubeconfig(flag_specs[plan.provider], config, plan.provider)]
+        exec_args += ["--profile", profile_path, "--name", profile_ref(profile)]
+        contexts.append(KubeconfigContext(name=name, plan=plan, command=sys.executable, args=tuple(exec_args)))
     text = yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False)
     if args.output:
-        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # the mode of os.open applies only to a file it creates
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        _write_private(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -248,7 +402,8 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
                 line += " -- warning: executable not found here"
         lines.append(line)
     print(f"{config.source}: {len(config.providers)} provider(s), valid")
-    print("\n".join(lines)) if lines else None
+    if lines:
+        print("\n".join(lines))
     return 0
 
 
@@ -256,13 +411,14 @@ def _cmd_plugins(args: argparse.Namespace, settings: Settings) -> int:
     from .registry import ProviderRegistry
 
     registry = ProviderRegistry()
+    registry.warn_load_errors()
     types = [
         {"type": t.name, "plugin": t.plugin, "distribution": t.distribution, "version": t.version}
         for t in sorted(registry.types.values(), key=lambda t: t.name)
     ]
     errors = [{"plugin": e.plugin, "distribution": e.distribution, "error": e.error} for e in registry.load_errors]
     if args.output == "json":
-        _print_json({"providers": types, "loadErrors": errors})
+        _print(({"providers": types, "loadErrors": errors}), "json")
         return 1 if errors else 0
     for item in types:
         origin = item["plugin"] if item["distribution"] is None else f"{item['distribution']} {item['version']}"
@@ -272,19 +428,168 @@ def _cmd_plugins(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if errors else 0  # a plugin that did not load is something to fix, also in scripts
 
 
+def _cmd_completion(args: argparse.Namespace, settings: Settings) -> int:
+    sys.stdout.write(completion_script(args.shell, build_parser()))
+    return 0
+
+
+# -- shell completion, written from the parser ---------------------------------------------------
+
+
+class _Option:
+    def __init__(self, action: argparse.Action) -> None:
+        self.names = [o for o in action.option_strings]
+        self.long = next((o for o in self.names if o.startswith("--")), self.names[0] if self.names else "")
+        self.short = next((o for o in self.names if not o.startswith("--")), None)
+        self.takes_value = action.nargs != 0
+        self.choices = [str(c) for c in action.choices] if action.choices else []
+        self.files = action.metavar == "FILE"
+        self.help = " ".join((action.help or "").split()).replace("%(default)s", str(action.default))
+
+
+def _completion_model(parser: argparse.ArgumentParser) -> dict[str, tuple[str, list[_Option], list[str]]]:
+    """For "" (no command yet) and each command: its help, its options, and its positional choices."""
+    model: dict[str, tuple[str, list[_Option], list[str]]] = {}
+    subs: dict[str, argparse.ArgumentParser] = parser.subparsers  # type: ignore[attr-defined]
+    helps = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+    top = [_Option(a) for a in parser._actions if a.option_strings]
+    model[""] = (parser.description or "", top, list(subs))
+    for name, sub in subs.items():
+        options = [_Option(a) for a in sub._actions if a.option_strings]
+        positional = [str(c) for a in sub._actions if not a.option_strings and a.choices for c in a.choices]
+        model[name] = (helps.get(name, ""), options, positional)
+    return model
+
+
+def _bash_script(parser: argparse.ArgumentParser, *, for_zsh: bool = False) -> str:
+    model = _completion_model(parser)
+    value_cases, word_cases = [], []
+    for command, (_, options, positional) in model.items():
+        words = [n for o in options for n in o.names] + positional
+        word_cases.append(f'        "{command}") words="{" ".join(words)}" ;;')
+        for option in options:
+            if not option.takes_value:
+                continue
+            pattern = "|".join(f'"{command}:{n}"' for n in option.names)
+            if option.choices:
+                action = f'COMPREPLY=($(compgen -W "{" ".join(option.choices)}" -- "$cur")); return 0'
+            elif option.files:
+                action = 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0'
+            else:
+                action = "COMPREPLY=(); return 0"
+            value_cases.append(f"        {pattern}) {action} ;;")
+    commands = "|".join(model[""][2])
+    body = f"""_cpcreds() {{
+    local cur prev cmd words i
+    cur="${{COMP_WORDS[COMP_CWORD]}}"
+    prev=""
+    if (( COMP_CWORD > 0 )); then prev="${{COMP_WORDS[COMP_CWORD-1]}}"; fi
+    # --option=value: bash splits it at "=" (COMP_WORDBREAKS)
+    if [[ "$cur" == "=" ]]; then
+        cur=""
+    elif [[ "$prev" == "=" ]] && (( COMP_CWORD > 1 )); then
+        prev="${{COMP_WORDS[COMP_CWORD-2]}}"
+    fi
+    cmd=""
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        case "${{COMP_WORDS[i]}}" in
+            {commands}) cmd="${{COMP_WORDS[i]}}"; break ;;
+        esac
+    done
+    case "$cmd:$prev" in
+{chr(10).join(value_cases)}
+    esac
+    case "$cmd" in
+{chr(10).join(word_cases)}
+    esac
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+    return 0
+}}
+"""
+    if for_zsh:
+        return (
+            "#compdef cpcreds\n"
+            "# zsh completion for cpcreds, written by `cpcreds completion zsh`. Load it after compinit:\n"
+            "#   source <(cpcreds completion zsh)\n"
+            "autoload -U +X bashcompinit && bashcompinit\n"
+            + body
+            + "complete -F _cpcreds cpcreds\n"
+        )
+    return (
+        "# bash completion for cpcreds, written by `cpcreds completion bash`. Load it with\n"
+        "#   source <(cpcreds completion bash)\n"
+        "# or install it: cpcreds completion bash > ~/.local/share/bash-completion/completions/cpcreds\n"
+        + body
+        + "complete -F _cpcreds cpcreds\n"
+    )
+
+
+def _fish_quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _fish_script(parser: argparse.ArgumentParser) -> str:
+    model = _completion_model(parser)
+    commands = model[""][2]
+    lines = [
+        "# fish completion for cpcreds, written by `cpcreds completion fish`. Load it with",
+        "#   cpcreds completion fish | source",
+        "# or install it: cpcreds completion fish > ~/.config/fish/completions/cpcreds.fish",
+        "complete -c cpcreds -f",
+    ]
+    for name in commands:
+        lines.append(f"complete -c cpcreds -n __fish_use_subcommand -a {name} -d {_fish_quote(model[name][0])}")
+    for command, (_, options, positional) in model.items():
+        condition = "__fish_use_subcommand" if not command else f"'__fish_seen_subcommand_from {command}'"
+        for option in options:
+            parts = [f"complete -c cpcreds -n {condition}"]
+            for name in option.names:
+                parts.append(f"-l {name[2:]}" if name.startswith("--") else f"-s {name[1:]}")
+            if option.takes_value:
+                parts.append("-r")
+                if option.choices:
+                    parts.append(f"-x -a {_fish_quote(' '.join(option.choices))}")
+                elif option.files:
+                    parts.append("-F")
+            if option.help:
+                parts.append(f"-d {_fish_quote(option.help.split('; ')[0][:80])}")
+            lines.append(" ".join(parts))
+        if command and positional:
+            lines.append(f"complete -c cpcreds -n {condition} -a {_fish_quote(' '.join(positional))}")
+    return "\n".join(lines) + "\n"
+
+
+def completion_script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
+    """The completion script of ``cpcreds`` for ``shell`` (bash, zsh or fish)."""
+    parser = parser or build_parser()
+    if shell == "fish":
+        return _fish_script(parser)
+    return _bash_script(parser, for_zsh=shell == "zsh")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cpcreds`` command; returns the exit code."""
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = parser.subparsers.get(args.command, parser)  # type: ignore[attr-defined]
+        sub.unrecognized(extras)
+    if args.command is None:  # like kubectl: the help, on stdout, and success
+        parser.print_help()
+        return 0
     try:
         settings = Settings()
     except Exception as exc:  # pydantic's message names the variable
-        sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {' '.join(str(exc).split())}\n")
+        sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
     configure_logging(settings.log_level, settings.log_format)
-    args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args, settings))
     except CredentialError as exc:
-        sys.stderr.write(f"cpcreds: error: {exc}\n")
+        sys.stderr.write(f"cpcreds: error: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
     except KeyboardInterrupt:
         return 130
@@ -293,8 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a cpcreds bug: say so, show a traceback only when asked
         if settings.log_level == "debug":
             raise
-        event = redact_secrets(None, "", {"error": f"{type(exc).__name__}: {exc}"})
-        sys.stderr.write(f"cpcreds: internal error: {event['error']} (rerun with CPCREDS_LOG_LEVEL=debug for details)\n")
+        detail = redact_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
+        sys.stderr.write(f"cpcreds: internal error: {detail} (rerun with CPCREDS_LOG_LEVEL=debug for details)\n")
         return 1
 
 

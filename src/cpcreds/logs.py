@@ -23,6 +23,7 @@ import structlog
 __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "REDACTED"]
 
 REDACTED = "[REDACTED]"
+_MASKED = "***"  # how cpcreds.access masks values it shows (resolve, errors)
 
 # -- what is a secret ------------------------------------------------------------------------------
 #
@@ -103,7 +104,9 @@ _ASSIGN = re.compile(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
 
 
 def _blank(value: str) -> str:
-    """REDACTED in place of ``value``, keeping its quotes."""
+    """REDACTED in place of ``value``, keeping its quotes (a value already masked stays as it is)."""
+    if value in (REDACTED, _MASKED):
+        return value
     for quote in ('\\"', '"', "'"):
         if len(value) >= 2 * len(quote) and value.startswith(quote) and value.endswith(quote):
             inner = value[len(quote) : -len(quote)]

@@ -1,0 +1,54 @@
+"""A broken installed plugin: silent where it is not needed (kubectl runs get-credential on every
+command), named where it is (a config asking for a type nobody registered, ``cpcreds plugins``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.builders import access_provider, cluster_profile, exec_entry
+from tests.test_cli import cli_env, ok_json, one_error_line, run_cli, write_config, write_yaml
+
+
+@pytest.fixture
+def broken_site(tmp_path: Path) -> Path:
+    """A folder holding an installed distribution whose ``cpcreds`` entry point raises on import."""
+    site = tmp_path / "site"
+    (site / "cpcreds_test_vault").mkdir(parents=True)
+    (site / "cpcreds_test_vault" / "__init__.py").write_text("raise ImportError('needs hvac>=2')\n")
+    dist = site / "cpcreds_test_vault-0.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cpcreds-test-vault\nVersion: 0.3\n")
+    (dist / "entry_points.txt").write_text("[cpcreds]\ntest-vault = cpcreds_test_vault\n")
+    return site
+
+
+@pytest.fixture
+def env(broken_site: Path) -> dict[str, str]:
+    return cli_env(PYTHONPATH=str(broken_site), CPCREDS_DISABLE_PLUGINS="", CPCREDS_PLUGINS="test-vault")
+
+
+@pytest.mark.parametrize("level", ["warning", "debug"])
+def test_get_credential_says_nothing_about_a_broken_plugin_it_does_not_need(tmp_path: Path, env: dict[str, str], level: str) -> None:
+    config = write_config(tmp_path / "providers.yaml", exec_entry("fake", "--token", "t"))
+    profile = write_yaml(tmp_path / "profile.yaml", cluster_profile("spoke-1", access_provider("fake")))
+    env["CPCREDS_LOG_LEVEL"] = level
+    result = run_cli("get-credential", "--config", config, "--profile", profile, cwd=tmp_path, env=env)
+    assert ok_json(result)["status"]["token"] == "t"  # ok_json: stderr is empty
+
+
+def test_config_asking_for_the_broken_plugins_type_names_it_and_why_in_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    config = write_config(tmp_path / "providers.yaml", {"name": "hub", "type": "vault"})
+    line = one_error_line(run_cli("validate", "--config", config, cwd=tmp_path, env=env))
+    assert "unknown provider type 'vault'" in line
+    assert "plugins that failed to load: test-vault (ImportError: needs hvac>=2)" in line
+
+
+def test_plugins_warns_once_and_lists_the_failure(tmp_path: Path, env: dict[str, str]) -> None:
+    result = run_cli("plugins", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "cpcreds: warning: plugin failed to load; skipped plugin=test-vault distribution=cpcreds-test-vault error=ImportError: needs hvac>=2"
+    ]
+    assert "failed: test-vault (cpcreds-test-vault): ImportError: needs hvac>=2" in result.stdout
