@@ -144,7 +144,8 @@ def test_every_command_has_a_description_in_its_help(cli: Any, command: str) -> 
 def test_cpcreds_setting_with_a_bad_value_is_one_line(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CPCREDS_LOG_LEVEL", "loud")
     match = cli("plugins").line(1, ERROR_LINE)
-    assert "CPCREDS_LOG_LEVEL" in match.string or "log_level" in match.string
+    assert match.string.startswith("cpcreds: error: CPCREDS_LOG_LEVEL: ")
+    assert "'loud'" in match.string
 
 
 # -- --clusterprofile-provider-file ----------------------------------------------------------------

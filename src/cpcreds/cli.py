@@ -582,7 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         settings = Settings()
-    except Exception as exc:  # pydantic's message names the variable
+    except CredentialError as exc:  # names the variable: "CPCREDS_LOG_LEVEL: must be ..."
+        sys.stderr.write(f"cpcreds: error: {redact_text(' '.join(str(exc).split()))}\n")
+        return 1
+    except Exception as exc:
         sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
     configure_logging(settings.log_level, settings.log_format)
