@@ -3,6 +3,7 @@ left out with a warning each. The real command, as a subprocess."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -126,3 +127,23 @@ def test_kubeconfig_user_runs_with_the_recorded_flag_provider(tmp_path: Path, fl
     answer = run_cli(*user["args"][2:], cwd=tmp_path, env=cli_env())
     assert answer.returncode == 0, answer.stderr
     assert '"token": "fake-token"' in answer.stdout
+
+
+def test_kubeconfig_makes_a_relative_flag_command_absolute_so_kubectl_can_run_it_anywhere(tmp_path: Path, fleet: Path) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    plugin = plugin_dir / "team plugin"  # a space, to check the quoting
+    plugin.write_text(f"#!{sys.executable}\nexec(open({str(FAKE_PLUGIN)!r}).read())\n")
+    plugin.chmod(0o755)
+    record = tmp_path / "seen.json"
+    flag = f"p-flag='\"./plugins/team plugin\" --record {record} \"two words\"'"
+    result = run_cli("kubeconfig", "--clusterprofile-access-provider", flag, "--profile", fleet, "--name", "beta", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    args = exec_users(result.stdout)["beta"]["args"]
+    recorded = args[args.index("--clusterprofile-access-provider") + 1]
+    assert str(plugin) in recorded
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    answer = run_cli(*args[2:], cwd=elsewhere)
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(record.read_text())["argv"][-1] == "two words"

@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -325,6 +326,11 @@ def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> s
             source=FLAG_SOURCE,
             entry=f'"{name}"',
         )
+    command = entry.exec_config.command
+    if "/" in command and not os.path.isabs(command):
+        # kubectl runs cpcreds from any folder: "./plugin" means the one next to us now.
+        line = shlex.join([os.path.abspath(command), *entry.exec_config.args])
+        return f"{name}='{line}'"  # the flag parser takes off the outer quotes, then splits the rest
     return spec
 
 
