@@ -88,6 +88,12 @@ def call_provider(provider: Provider, plan: AccessPlan) -> Credential:
     raise error  # outside the except block: no __context__ that could carry the provider's data
 
 
+def _cannot_start(exc: BaseException, provider: str) -> ProviderError:
+    error = ProviderError(f"cannot start the fetch: {type(exc).__name__}: {exc}", provider=provider)
+    error.call_status = CLIENT_INTERNAL_ERROR
+    return error
+
+
 def _provider_bug(exc: BaseException, provider: str) -> ProviderError:
     return ProviderError(redact_text(f"{type(exc).__name__}: {exc}"), provider=provider)
 
@@ -355,7 +361,10 @@ class CredentialEngine:
                 entry.flight = Flight()
                 result = (None, entry.flight, time.monotonic() + plan.timeout)
         if background is not None:
-            self._workers.spawn(self._fetch_in_thread, plan, background, time.monotonic() + plan.timeout, True, name="cpcreds-refresh")
+            try:
+                self._workers.spawn(self._fetch_in_thread, plan, background, time.monotonic() + plan.timeout, True, name="cpcreds-refresh")
+            except Exception as exc:  # no thread to be had: the flight must not stay open forever
+                self._publish(plan, background, None, _cannot_start(exc, plan.provider), 0.0, True)
         return result
 
     def _new_entry(self, plan: AccessPlan) -> _Entry:
@@ -385,13 +394,16 @@ class CredentialEngine:
     def _start(self, plan: AccessPlan, flight: Flight, deadline: float) -> None:
         """Start a fetch led by an asyncio caller, off that caller's task."""
         provider = self._providers.get(plan.provider)
-        if inspect.iscoroutinefunction(getattr(provider, "aget_credential", None)):
-            task = asyncio.get_running_loop().create_task(self._afetch(provider, plan, flight, deadline))
-            with self._lock:
-                self._tasks.add(task)
-            task.add_done_callback(self._forget_task)
-        else:
-            self._workers.spawn(self._fetch_in_thread, plan, flight, deadline, False, name="cpcreds-fetch")
+        try:
+            if inspect.iscoroutinefunction(getattr(provider, "aget_credential", None)):
+                task = asyncio.get_running_loop().create_task(self._afetch(provider, plan, flight, deadline))
+                with self._lock:
+                    self._tasks.add(task)
+                task.add_done_callback(self._forget_task)
+            else:
+                self._workers.spawn(self._fetch_in_thread, plan, flight, deadline, False, name="cpcreds-fetch")
+        except Exception as exc:  # no thread to be had: the flight must not stay open forever
+            self._publish(plan, flight, None, _cannot_start(exc, plan.provider), 0.0, False)
 
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         with self._lock:
