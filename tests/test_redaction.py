@@ -135,6 +135,11 @@ READABLE = [
     '{"token_type": "Bearer", "expires_in": 3600}',
     "https://sts.example:443/v1/token?audience=fleet",
     "provider p: exec: /usr/bin/plugin exited with code 1",
+    # cpcreds' own messages name providers and fields whose names end like secrets
+    'providers.yaml: provider "team-token": field type: unknown provider type \'vault\'',
+    "provider team_token: exec: /usr/bin/plugin exited with code 1",
+    'p.yaml: provider "hub": field options.clientSecret: Field required',
+    '{"token": null, "password": 3}',
 ]
 
 

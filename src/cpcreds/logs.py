@@ -94,9 +94,13 @@ _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/?#
 _URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:\"'\[]+@")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*")
 # "access_token": "...", 'password': '...', \"token\": \"...\" (JSON, Python reprs, JSON in JSON)
-_QUOTED_KEY = re.compile(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_VALUE})")
+# Only a quoted value: in JSON a secret is a string, and 'provider "x-token": field type: ...' (how
+# cpcreds names a provider in its errors) is not JSON.
+_QUOTED_KEY = re.compile(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_ESCAPED_QUOTED}|{_QUOTED})")
 # token: ..., clientKeyData: ... (YAML, logfmt-ish); a hyphenated name is a program's prefix.
-_COLON = re.compile(rf"(?i){_NAME_START}({_NAME_NO_HYPHEN})(\s*:\s+|:)({_VALUE})")
+# Not after "provider " or "field ": cpcreds' own "provider my_token: exec: ..." and
+# "field options.clientSecret: Field required" name things, they do not assign them.
+_COLON = re.compile(rf"(?i){_NAME_START}(?<!provider )(?<!field )({_NAME_NO_HYPHEN})(\s*:\s+|:)({_VALUE})")
 # --token VALUE, --client-secret VALUE (the "=" form is an assignment below)
 _FLAG = re.compile(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
 # VAULT_TOKEN=..., api_key=..., --password=..., ?access_token=...&
