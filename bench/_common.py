@@ -6,6 +6,8 @@ import os
 import statistics
 import stat
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cpcreds import AccessPlan, ProviderConfig, resolve
@@ -56,8 +58,28 @@ def summary(samples: list[float]) -> str:
     return f"median {statistics.median(samples) * 1e3:.3f} ms, p90 {p90 * 1e3:.3f} ms (n={len(samples)})"
 
 
+def alternate(rounds: int, ours: Callable[[int], object], bare: Callable[[], object]) -> tuple[list[float], list[float], list[float]]:
+    """Time ``ours(round)`` against ``bare()`` for ``rounds`` rounds, alternating which goes first
+    (this host's timing drifts; whichever call follows the other must not always pay for it).
+    Returns (ours, bare, per-round ratios) in seconds."""
+    mine, theirs, ratios = [], [], []
+    for number in range(rounds):
+        sides = [("ours", lambda: ours(number)), ("bare", bare)]
+        if number % 2:
+            sides.reverse()
+        took = {}
+        for name, call in sides:
+            started = time.perf_counter()
+            call()
+            took[name] = time.perf_counter() - started
+        mine.append(took["ours"])
+        theirs.append(took["bare"])
+        ratios.append(took["ours"] / took["bare"])
+    return mine, theirs, ratios
+
+
 def count_runs(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-__all__ = ["PROFILE", "write_plugin", "config_for", "plan_for", "tmpdir", "summary", "count_runs", "os"]
+__all__ = ["PROFILE", "write_plugin", "config_for", "plan_for", "tmpdir", "summary", "count_runs", "alternate", "os"]

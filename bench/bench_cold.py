@@ -16,9 +16,8 @@ import argparse
 import multiprocessing
 import statistics
 import subprocess
-import time
 
-from _common import config_for, summary, tmpdir, write_plugin
+from _common import alternate, config_for, summary, tmpdir, write_plugin
 from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, ProviderRegistry
@@ -55,24 +54,12 @@ def main() -> None:
         spinner.start()
     engine.get_credential(profile(-1))  # warm caches on both sides
     subprocess.run([str(plugin)], capture_output=True, check=True)
-    ours, bare, ratios = [], [], []
     try:
-        for number in range(options.rounds):
-            cold = profile(number)
-            sides = [
-                ("ours", lambda: engine.get_credential(cold)),
-                ("bare", lambda: subprocess.run([str(plugin)], capture_output=True, check=True)),
-            ]
-            if number % 2:
-                sides.reverse()
-            took = {}
-            for name, call in sides:
-                started = time.perf_counter()
-                call()
-                took[name] = time.perf_counter() - started
-            ours.append(took["ours"])
-            bare.append(took["bare"])
-            ratios.append(took["ours"] / took["bare"])
+        ours, bare, ratios = alternate(
+            options.rounds,
+            lambda number: engine.get_credential(profile(number)),
+            lambda: subprocess.run([str(plugin)], capture_output=True, check=True),
+        )
     finally:
         stop.set()
         for spinner in spinners:

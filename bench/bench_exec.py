@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import time
 
-from _common import plan_for, summary, tmpdir, write_plugin
+from _common import alternate, plan_for, summary, tmpdir, write_plugin
 
 from cpcreds import ExecProvider
 
@@ -28,21 +27,9 @@ def main() -> None:
     provider = ExecProvider()
     provider.get_credential(plan)  # warm caches on both sides
     subprocess.run([str(plugin)], capture_output=True, check=True)
-    ours, bare, ratios = [], [], []
-    for round_number in range(rounds):
-        # Alternate which side goes first: this host's timing drifts, and whichever call follows
-        # the other must not be the one that always pays for it.
-        sides = [("ours", lambda: provider.get_credential(plan)), ("bare", lambda: subprocess.run([str(plugin)], capture_output=True, check=True))]
-        if round_number % 2:
-            sides.reverse()
-        took = {}
-        for name, call in sides:
-            started = time.perf_counter()
-            call()
-            took[name] = time.perf_counter() - started
-        ours.append(took["ours"])
-        bare.append(took["bare"])
-        ratios.append(took["ours"] / took["bare"])
+    ours, bare, ratios = alternate(
+        rounds, lambda _: provider.get_credential(plan), lambda: subprocess.run([str(plugin)], capture_output=True, check=True)
+    )
     print(f"cpcreds ExecProvider.get_credential: {summary(ours)}")
     print(f"bare subprocess.run:                 {summary(bare)}")
     print(f"ratio of medians: {statistics.median(ours) / statistics.median(bare):.3f}; "

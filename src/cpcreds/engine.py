@@ -276,16 +276,9 @@ class CredentialEngine:
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`get_credential`, for a plan already resolved."""
-        # The hit path takes no lock: dict reads and one tuple read are atomic in CPython.
-        entry = self._entries.get(plan.key)
-        if entry is not None:
-            credential, refresh_at = entry.fresh
-            if credential is not None:
-                now = self._clock()
-                if now < refresh_at:
-                    entry.used = now
-                    entry.hits += 1
-                    return credential
+        credential = self._hit(plan)
+        if credential is not None:
+            return credential
         while True:
             credential, flight, deadline = self._claim(plan)
             if credential is not None:
@@ -309,15 +302,9 @@ class CredentialEngine:
 
     async def aget_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`aget_credential`, for a plan already resolved."""
-        entry = self._entries.get(plan.key)
-        if entry is not None:
-            credential, refresh_at = entry.fresh
-            if credential is not None:
-                now = self._clock()
-                if now < refresh_at:
-                    entry.used = now
-                    entry.hits += 1
-                    return credential
+        credential = self._hit(plan)
+        if credential is not None:
+            return credential
         while True:
             credential, flight, deadline = self._claim(plan)
             if credential is not None:
@@ -328,6 +315,20 @@ class CredentialEngine:
             await flight.wait_async()
             if not flight.abandoned:
                 return _outcome(flight)
+
+    def _hit(self, plan: AccessPlan) -> Credential | None:
+        """The cached credential while it needs no refresh, else None. Takes no lock: a dict
+        read and one tuple read are atomic in CPython, and this is the hottest path there is."""
+        entry = self._entries.get(plan.key)
+        if entry is not None:
+            credential, refresh_at = entry.fresh
+            if credential is not None:
+                now = self._clock()
+                if now < refresh_at:
+                    entry.used = now
+                    entry.hits += 1
+                    return credential
+        return None
 
     def _claim(self, plan: AccessPlan) -> tuple[Credential | None, Flight | None, float | None]:
         """Under the lock: a usable cached credential, or the flight to wait on and, when the
