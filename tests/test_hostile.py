@@ -179,6 +179,25 @@ def test_any_config_text_gives_a_config_or_a_clean_config_error(tmp_path_factory
 
 
 @PROPERTY
+@given(value=json_values, as_json=st.booleans())
+def test_any_config_file_structure_gives_a_config_or_a_clean_config_error(tmp_path_factory: pytest.TempPathFactory, value: Any, as_json: bool) -> None:
+    document = {"providers": value if isinstance(value, list) else [value]}
+    text = json.dumps(document) if as_json else yaml.safe_dump(document)
+    path = write(tmp_path_factory.mktemp("cfg"), "providers.json" if as_json else "providers.yaml", text)
+    outcome(load_config, path, names_may_show=True)
+
+
+@PROPERTY
+@given(documents=st.lists(json_values, max_size=3))
+def test_any_profile_file_structure_gives_profiles_or_a_clean_profile_error(tmp_path_factory: pytest.TempPathFactory, documents: list[Any]) -> None:
+    path = write(tmp_path_factory.mktemp("prof"), "profiles.yaml", yaml.safe_dump_all(documents))
+    result = outcome(load_profiles, path, names_may_show=True)
+    if isinstance(result, list):
+        for profile in result:
+            outcome(resolve, config_of(exec_entry("a")), profile, names_may_show=True)
+
+
+@PROPERTY
 @given(data=values)
 def test_any_config_structure_gives_a_config_or_a_clean_config_error(data: Any) -> None:
     outcome(ProviderConfig.from_dict, data, names_may_show=True)
