@@ -281,3 +281,24 @@ def test_run_plugin_unsupported_api_version_exits_1_naming_it(
     assert out == ""
     assert err.startswith("my-plugin: ") and "client.authentication.k8s.io/v1alpha1" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["[" * 25_000, '{"kind": "ExecCredential", "apiVersion": 1' + "1" * 5000 + "}", '{"a": 1, "a": 2}', "\ud800"],
+    ids=["deep", "huge-int", "duplicate-key", "surrogate"],
+)
+def test_hostile_exec_info_is_a_credential_error_with_nothing_chained(raw: str) -> None:
+    from cpcreds import CredentialError
+
+    with pytest.raises(CredentialError) as failure:
+        read_request({"KUBERNETES_EXEC_INFO": raw})
+    assert isinstance(failure.value, PluginRequestError)
+    assert failure.value.__cause__ is None and failure.value.__context__ is None
+
+
+def test_unsupported_api_version_is_quoted_only_when_it_looks_like_one() -> None:
+    secret = "tok-" + "S" * 80
+    with pytest.raises(PluginRequestError) as failure:
+        read_request({"KUBERNETES_EXEC_INFO": json.dumps({"kind": "ExecCredential", "apiVersion": secret})})
+    assert secret not in str(failure.value)

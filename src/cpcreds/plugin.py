@@ -26,13 +26,20 @@ from typing import IO, Any, NoReturn
 
 from pydantic import ValidationError
 
+from ._parse import DocumentError, load_document
 from .api import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, ExecCredential
+from .config import describe_validation_error
 from .credential import Credential
+from .errors import CredentialError
+from .logs import redact_text
+
+#: client-go's request is a few KiB (a CA bundle at most); anything near this is not one.
+_MAX_EXEC_INFO_BYTES = 1024 * 1024
 
 __all__ = ["PluginRequest", "PluginRequestError", "read_request", "write_response", "run_plugin"]
 
 
-class PluginRequestError(ValueError):
+class PluginRequestError(CredentialError, ValueError):
     """KUBERNETES_EXEC_INFO is present but not a usable ExecCredential request."""
 
 
@@ -56,22 +63,29 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
     raw = env.get(EXEC_INFO_ENV, "")
     if not raw.strip():
         return PluginRequest(api_version=default_api_version, interactive=False, cluster=None, from_environment=False)
+    # The client wrote this, but a hostile environment is possible: parse it bounded, never quote
+    # it, and raise outside the except blocks so no parser exception is chained to ours.
+    problem = None
     try:
-        document = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise PluginRequestError(f"{EXEC_INFO_ENV} is not JSON: {exc.msg}") from None
+        document = load_document(raw, source=EXEC_INFO_ENV, syntax="json", max_bytes=_MAX_EXEC_INFO_BYTES)
+    except DocumentError as exc:
+        problem = f"{EXEC_INFO_ENV} is not JSON ({exc.detail})"
+    if problem is not None:
+        raise PluginRequestError(problem)
     if not isinstance(document, dict) or document.get("kind") != "ExecCredential":
         raise PluginRequestError(f"{EXEC_INFO_ENV} is not an ExecCredential")
     api_version = document.get("apiVersion")
     if api_version not in SUPPORTED_API_VERSIONS:
-        raise PluginRequestError(
-            f"{EXEC_INFO_ENV} asks for apiVersion {api_version!r}; supported: {', '.join(SUPPORTED_API_VERSIONS)}"
-        )
+        shown = repr(api_version) if isinstance(api_version, str) and len(api_version) <= 64 and api_version.isprintable() else "an unsupported value"
+        raise PluginRequestError(f"{EXEC_INFO_ENV} asks for apiVersion {shown}; supported: {', '.join(SUPPORTED_API_VERSIONS)}")
+    request = None
     try:
         request = ExecCredential.model_validate(document)
     except ValidationError as exc:
-        err = exc.errors(include_url=False, include_input=False)[0]
-        raise PluginRequestError(f"{EXEC_INFO_ENV}: field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        where, what = describe_validation_error(exc, ExecCredential)[0]
+        problem = f"{EXEC_INFO_ENV}: field {where} {what}"
+    if request is None:
+        raise PluginRequestError(problem or f"{EXEC_INFO_ENV} is not a valid ExecCredential")
     return PluginRequest(api_version=api_version, interactive=request.spec.interactive, cluster=request.spec.cluster)
 
 
@@ -104,7 +118,8 @@ def run_plugin(
 
 
 def _fail(label: str, exc: BaseException) -> NoReturn:
-    message: Any = " ".join(str(exc).split()) or type(exc).__name__
+    # The client shows this line to its user and may log it: nothing that looks like a secret.
+    message: Any = redact_text(" ".join(str(exc).split())) or type(exc).__name__
     sys.stderr.write(f"{label}: {message}\n")
     sys.stderr.flush()
     sys.exit(1)
