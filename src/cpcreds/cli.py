@@ -67,7 +67,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2, as argparse does but without usage spam
         match = _INVALID_CHOICE.match(message)
         if match:
-            value, choices = match["value"], re.findall(r"'([^']*)'", match["choices"])
+            value = match["value"]
+            # Python quotes the choices ('a', 'b'); newer versions may not (a, b).
+            choices = re.findall(r"'([^']*)'", match["choices"]) or [c.strip() for c in match["choices"].split(",")]
             if match["arg"] == "COMMAND":
                 hint = _did_you_mean(value, choices) or f"; commands: {', '.join(choices)}"
                 message = f"unknown command {value!r}{hint}"
