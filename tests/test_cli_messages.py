@@ -118,6 +118,17 @@ def test_misspelt_option_points_to_the_commands_help_and_suggests_the_option(cli
     assert "unrecognized arguments: --confg x.yaml; did you mean '--config'?" in match.string
 
 
+def test_option_before_the_command_says_where_it_goes(cli: Any) -> None:
+    match = cli("--config", "providers.yaml", "get-credential", "--profile", "p.yaml").line(2, USAGE_LINE)
+    assert match["help"] == "cpcreds"
+    assert "--config is an option of get-credential, resolve, kubeconfig, validate; put it after the command" in match.string
+
+
+def test_misspelt_top_level_option_suggests_the_option(cli: Any) -> None:
+    match = cli("--verison").line(2, USAGE_LINE)
+    assert "unrecognized arguments: --verison; did you mean '--version'?" in match.string
+
+
 def test_invalid_choice_suggests_the_closest_choice(cli: Any, profile_file: Path) -> None:
     match = cli("resolve", "--config", "c.yaml", "--profile", profile_file, "-o", "yml").line(2, USAGE_LINE)
     assert match["help"] == "cpcreds resolve"

@@ -581,10 +581,16 @@ def completion_script(shell: str, parser: argparse.ArgumentParser | None = None)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cpcreds`` command; returns the exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0].partition("=")[0] if argv else ""
+    subparsers: dict[str, _Parser] = parser.subparsers  # type: ignore[attr-defined]
+    if first.startswith("-") and first not in ("-h", "--help", "--version"):
+        takes = [name for name, sub in subparsers.items() if any(first in a.option_strings for a in sub._actions)]
+        if takes:  # "cpcreds --config x get-credential": argparse would call x.yaml an unknown command
+            parser.error(f"{first} is an option of {', '.join(takes)}; put it after the command: cpcreds {takes[0]} {first} ...")
     args, extras = parser.parse_known_args(argv)
     if extras:
-        sub = parser.subparsers.get(args.command, parser)  # type: ignore[attr-defined]
-        sub.unrecognized(extras)
+        subparsers.get(args.command, parser).unrecognized(extras)
     if args.command is None:  # like kubectl: the help, on stdout, and success
         parser.print_help()
         return 0
