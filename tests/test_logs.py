@@ -55,6 +55,20 @@ def test_library_events_are_redacted_by_key_and_by_shape(captured: io.StringIO) 
     }
 
 
+@pytest.mark.parametrize(
+    "key", ["token", "vault_token", "clientSecret", "client_key_data", "api_key", "password", "authorization", "private"]
+)
+def test_event_fields_named_like_secrets_are_redacted(captured: io.StringIO, key: str) -> None:
+    get_logger("cpcreds.test").warning("event", **{key: "s3cr3t-value"})
+    assert json.loads(captured.getvalue())[key] == REDACTED
+
+
+@pytest.mark.parametrize("key", ["token_file", "tokenFile", "token_type", "refresh_token_file", "provider", "keys_loaded"])
+def test_event_fields_that_only_mention_a_secret_word_are_kept(captured: io.StringIO, key: str) -> None:
+    get_logger("cpcreds.test").warning("event", **{key: "/var/run/secrets/tokens/t"})
+    assert json.loads(captured.getvalue())[key] == "/var/run/secrets/tokens/t"
+
+
 def test_records_of_other_libraries_are_redacted_too(captured: io.StringIO) -> None:
     logging.getLogger("urllib3").warning("header Authorization: Bearer sekrit")
     assert "sekrit" not in captured.getvalue()

@@ -47,6 +47,7 @@ _SECRET_ENDINGS = (
     "cookie",
     "signature",
     "sig",
+    "private",
 )
 # The same, as a regular expression (separators allowed anywhere inside a word).
 _ENDING_RE = "|".join(r"[_.-]?".join(word) for word in sorted(_SECRET_ENDINGS, key=len, reverse=True))
