@@ -166,3 +166,9 @@ def test_completion_for_an_unknown_shell_is_a_usage_error(tmp_path: Path) -> Non
     result = run_cli("completion", "tcsh", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().endswith("(see cpcreds completion --help)")
+
+
+@needs["zsh"]
+def test_zsh_completes_file_names_for_file_options(tmp_path: Path) -> None:
+    (tmp_path / "providers.yaml").write_text("providers: []\n")
+    assert complete_zsh(tmp_path, "cpcreds validate --config prov") == "cpcreds validate --config providers.yaml"
