@@ -62,7 +62,10 @@ def test_kubeconfig_refuses_a_flag_provider_whose_args_look_secret(tmp_path: Pat
     assert "put this provider in a provider config file and use --config FILE" in line
 
 
-@pytest.mark.parametrize("secret_args", [("--token", "tok-123"), ("--client-secret=abc",), ("https://user:pw123@idp.example",)])
+@pytest.mark.parametrize(
+    "secret_args",
+    [("--token", "tok-123"), ("--client-secret=abc",), ("https://user:pw123@idp.example",), ("--signing-key", "sk-123"), ("VAULT_TOKEN=hvs.x1",)],
+)
 def test_kubeconfig_refuses_every_secret_looking_flag_provider_argument(tmp_path: Path, fleet: Path, secret_args: tuple[str, ...]) -> None:
     flag = fake_flag("p-flag", *secret_args)
     result = run_cli("kubeconfig", "--clusterprofile-access-provider", flag, "--profile", fleet, "--name", "beta", cwd=tmp_path)

@@ -286,8 +286,8 @@ def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
     api_version = args.api_version or request.api_version
     config = _load_provider_config(args, settings)
     (profile,) = _profiles(args)
-    engine = _engine(config)
-    credential = engine.get_credential(profile)
+    with _engine(config) as engine:
+        credential = engine.get_credential(profile)
     _print(credential.to_exec_credential(api_version), args.output, compact=True)
     return 0
 
@@ -318,10 +318,9 @@ def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> s
     entry = config.get(name)
     assert entry is not None and entry.exec_config is not None  # flags always define exec providers
     argv = [entry.exec_config.command, *entry.exec_config.args]
-    masked = mask_args(argv)
-    masked = [redact_text(arg) for arg in masked]
-    if masked != argv:
-        shown = " ".join(masked)
+    # mask_args knows flag names; redact_text also sees NAME_TOKEN=x, user:password@ URLs, JWTs, ...
+    shown = redact_text(" ".join(redact_text(arg) for arg in mask_args(argv)))
+    if shown != " ".join(argv):
         raise ConfigError(
             f'its command line "{shown}" looks like it holds a secret, which kubeconfig would copy into the file; '
             "put this provider in a provider config file and use --config FILE",
