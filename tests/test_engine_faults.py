@@ -629,3 +629,19 @@ def test_hostile_metadata_shapes_never_break_the_fast_path(make_engine) -> None:
             assert engine.get_credential(p).token == "fake-token"
         except CredentialError:
             pass  # a profile the parser refuses is an error of ours, never a TypeError
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
+def test_termination_signal_to_the_cli_kills_the_plugin_group_first(tmp_path: Path, signum: int, code: int) -> None:
+    record, pidfile = tmp_path / "seen.json", tmp_path / "child.pid"
+    config = tmp_path / "providers.yaml"
+    config.write_text(json.dumps({"providers": [exec_entry("fake", "--record", str(record), "--child-pidfile", str(pidfile), "--hang")]}))
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps(profile()))
+    cli = Path(sys.executable).with_name("cpcreds")
+    proc = subprocess.Popen([str(cli), "get-credential", "--config", str(config), "--profile", str(prof)], stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: record.exists() and pidfile.exists(), "the plugin to start")
+    proc.send_signal(signum)
+    assert proc.wait(10) == code
+    # The child is in the plugin's process group: it dying means the group was killed.
+    wait_for(lambda: not _alive(int(pidfile.read_text())), "the plugin's group to be killed", seconds=5)

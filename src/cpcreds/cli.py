@@ -25,6 +25,7 @@ from .access import AccessPlan
 from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .config import FLAG_SOURCE, ProviderConfig, Settings, load_config, parse_access_provider_flag
 from .errors import ConfigError, CredentialError, NoMatchingProvider
+from ._signals import exit_on_termination
 from .logs import configure_logging, redact_text
 
 __all__ = ["main", "build_parser"]
@@ -602,6 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
     configure_logging(settings.log_level, settings.log_format)
+    # kubectl (or a shell, or systemd) may stop us with SIGTERM/SIGHUP mid-run: the plugin, in
+    # its own session, would not get the signal; kill it and exit 143/129 through SystemExit.
+    exit_on_termination()
     try:
         return int(args.handler(args, settings))
     except CredentialError as exc:  # the library's messages carry no secret; they are shown as they are
