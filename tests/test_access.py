@@ -383,3 +383,19 @@ def test_profile_error_has_no_pydantic_wording() -> None:
     with pytest.raises(ProfileError) as info:
         resolve(config_of(exec_entry("google")), {"metadata": {"name": "x"}, "status": {"accessProviders": [{"name": "google", "cluster": {"server": ["s"]}}]}})
     assert str(info.value) == "ClusterProfile x: field status.accessProviders[0].cluster.server: must be a string, not a list"
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--signing-key=abc"], ["--signing-key=***"]),
+        (["--client-key", "x"], ["--client-key", "***"]),
+        (["VAULT_TOKEN=y"], ["***"]),
+        (["https://u:p@h.example"], ["***"]),
+        (["--cluster", "west", "--verbose"], ["--cluster", "west", "--verbose"]),
+    ],
+)
+def test_mask_args_hides_what_log_redaction_would_hide(args: list[str], shown: list[str]) -> None:
+    from cpcreds.access import mask_args
+
+    assert mask_args(args) == shown

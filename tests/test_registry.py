@@ -546,3 +546,14 @@ def test_warn_load_errors_logs_each_failure_once_per_process(install: Install, c
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1, messages
     assert "plugin failed to load" in messages[0] and "test-once" in messages[0]
+
+
+def test_invalid_provider_options_are_reported_in_our_words_with_nothing_chained() -> None:
+    from cpcreds import ConfigError, ProviderConfig, ProviderRegistry
+
+    config = ProviderConfig.from_dict({"providers": [{"name": "f", "type": "file", "options": {"tokenFile": ["SECRET-X"]}}]})
+    with pytest.raises(ConfigError) as failure:
+        ProviderRegistry(entry_points=False).create_all(config)
+    message = str(failure.value)
+    assert "SECRET-X" not in message and "Input should" not in message and "options.tokenFile" in message
+    assert failure.value.__context__ is None and failure.value.__cause__ is None

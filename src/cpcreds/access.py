@@ -34,7 +34,7 @@ from .api import (
 )
 from .config import ProviderConfig, ProviderEntry, describe_validation_error
 from .errors import NoMatchingProvider, ProfileError
-from .logs import get_logger
+from .logs import get_logger, redact_text
 from .profiles import profile_ref
 
 __all__ = [
@@ -80,10 +80,14 @@ PROFILE_ENV_DENIED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "BASH_FUNC_", "MALLOC_"
 #: A portable environment variable name (POSIX): letters, digits and ``_``, not starting with a digit.
 _PORTABLE_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+# One encoder for every plan key: json.dumps with options builds a new encoder on each call.
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
 #: What masked values are replaced with.
 MASK = "***"
 _SECRET_FLAG = re.compile(
-    r"--?[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[A-Za-z0-9_.-]*",
+    r"--?(?:[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[A-Za-z0-9_.-]*"
+    r"|[A-Za-z0-9_.-]*key)",
     re.IGNORECASE,
 )
 
@@ -99,7 +103,9 @@ def mask_args(args: Iterable[str]) -> list[str]:
 
     ``--password=x`` becomes ``--password=***``; in the two-word form ``--token x`` the word after
     the flag becomes ``***`` (unless it is itself a flag). A flag is secret-looking when its name
-    contains password, passwd, secret, token, api-key, access-key, private-key or credential.
+    contains password, passwd, secret, token, api-key, access-key, private-key or credential, or
+    ends in ``key``. Any other argument that log redaction would alter (``VAULT_TOKEN=...``, a URL
+    with ``user:password@``, a JWT) is replaced whole.
     """
     masked: list[str] = []
     hide_next = False
@@ -116,6 +122,10 @@ def mask_args(args: Iterable[str]) -> list[str]:
                 masked.append(f"{flag}={MASK}")
                 continue
             hide_next = True
+        elif redact_text(text) != text:
+            # Anything else the log redaction would hide (VAULT_TOKEN=..., user:pw@ URLs, a JWT).
+            masked.append(MASK)
+            continue
         masked.append(text)
     return masked
 
@@ -209,7 +219,7 @@ class AccessPlan:
             "options": dict(self.options),
             "cluster": cluster_to_wire(self.cluster) if sees_cluster else None,
         }
-        object.__setattr__(self, "key", json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str))
+        object.__setattr__(self, "key", _KEY_ENCODER.encode(identity))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AccessPlan) and other.key == self.key

@@ -26,7 +26,7 @@ import pluggy
 from pydantic import ValidationError
 
 from . import hookspecs
-from .config import ProviderConfig, ProviderEntry
+from .config import ProviderConfig, ProviderEntry, describe_validation_error
 from .errors import ConfigError
 from .hookspecs import Provider, ProviderFactory
 from .logs import get_logger, redact_text
@@ -203,14 +203,18 @@ class ProviderRegistry:
                 entry=f'"{entry.name}"',
                 field="type",
             )
+        # The error is raised after the except blocks: the provider's exception (a pydantic error
+        # holds the options given, secrets included) must not ride along as __context__.
+        problem: tuple[str, str] | None = None
         try:
             provider = registered.factory(dict(entry.options))
         except ValidationError as exc:
-            err = exc.errors(include_url=False, include_input=False)[0]
-            where = ".".join(["options", *map(str, err["loc"])])
-            raise ConfigError(err["msg"].removeprefix("Value error, "), source=source, entry=f'"{entry.name}"', field=where) from None
+            where, what = describe_validation_error(exc)[0]
+            problem = (f"options.{where}" if where else "options", what)
         except (ValueError, TypeError, KeyError) as exc:
-            raise ConfigError(str(exc), source=source, entry=f'"{entry.name}"', field="options") from None
+            problem = ("options", redact_text(" ".join(str(exc).split())) or type(exc).__name__)
+        if problem is not None:
+            raise ConfigError(problem[1], source=source, entry=f'"{entry.name}"', field=problem[0])
         if not callable(getattr(provider, "get_credential", None)):
             raise ConfigError(
                 f"provider type {kind!r} from {registered.plugin} built an object without get_credential()",
