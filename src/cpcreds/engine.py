@@ -239,6 +239,7 @@ class CredentialEngine:
         #: (provider, result) -> cache lookups not held in entries (misses, backoffs, hits of
         #: purged entries); the metrics collector adds the live entries' hits at scrape time.
         self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._metric_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.metrics.watch_lookups(self)
 
     @classmethod
@@ -540,8 +541,13 @@ class CredentialEngine:
 
     def _record(self, plan: AccessPlan, error: CredentialError | None, duration: float) -> None:
         metrics = self.metrics
-        metrics.request_duration.labels(plan.provider).observe(duration)
-        metrics.requests.labels(plan.provider, "success" if error is None else _result_label(error)).inc()
+        result = "success" if error is None else _result_label(error)
+        children = self._metric_children.get((plan.provider, result))
+        if children is None:  # labels() costs a lock and a tuple per call; look them up once
+            children = (metrics.request_duration.labels(plan.provider), metrics.requests.labels(plan.provider, result))
+            self._metric_children[(plan.provider, result)] = children
+        children[0].observe(duration)
+        children[1].inc()
         if plan.exec is None or isinstance(error, InteractiveModeError):
             return  # not an exec plugin, or one that was never run
         # client-go's labels: the exit code when the plugin exited non-zero, -1 when it was
@@ -557,6 +563,8 @@ class CredentialEngine:
         metrics.exec_plugin_calls.labels(str(code), status).inc()
 
     def _note_certificate(self, plan: AccessPlan, old: Credential | None, new: Credential) -> None:
+        if new.certificate_not_after is None and (old is None or old.certificate_not_after is None):
+            return  # tokens only: nothing to track or forget
         self.metrics.track_certificate(id(self), plan.key, new.certificate_not_after)
         if old is not None and old.client_certificate_data and old.client_certificate_data != new.client_certificate_data:
             self.metrics.observe_rotation(old.certificate_not_before)
