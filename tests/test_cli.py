@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.fakes.builders import FAKE_PLUGIN, access_provider, cluster_profile, exec_entry
+from tests.fakes.distributions import installed_distribution
 from tests.fakes.fixtures import SPOKE_TOKEN
 from tests.fakes.spoke import DEFAULT_NAMESPACES, SpokeServer
 
@@ -605,13 +606,10 @@ def test_kubectl_shows_cpcreds_error_when_plugin_fails(tmp_path: Path, spoke: Sp
 
 
 def test_plugins_exits_1_and_names_a_plugin_that_failed_to_load(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    (site / "cpcreds_broken_plugin").mkdir(parents=True)
-    (site / "cpcreds_broken_plugin" / "__init__.py").write_text("raise ImportError('needs libfoo')\n")
-    dist = site / "cpcreds_broken_plugin-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cpcreds-broken-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[cpcreds]\nbroken = cpcreds_broken_plugin\n")
+    site = installed_distribution(
+        tmp_path / "site", dist="cpcreds-broken-plugin", module="cpcreds_broken_plugin", version="0.1",
+        entry_points={"broken": "cpcreds_broken_plugin"}, body="raise ImportError('needs libfoo')\n",
+    )
     env = cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="", CPCREDS_PLUGINS="broken")
     result = run_cli("plugins", cwd=tmp_path, env=env)
     assert result.returncode == 1

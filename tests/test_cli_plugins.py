@@ -8,20 +8,17 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.builders import access_provider, cluster_profile, exec_entry
+from tests.fakes.distributions import installed_distribution
 from tests.test_cli import cli_env, ok_json, one_error_line, run_cli, write_config, write_yaml
 
 
 @pytest.fixture
 def broken_site(tmp_path: Path) -> Path:
     """A folder holding an installed distribution whose ``cpcreds`` entry point raises on import."""
-    site = tmp_path / "site"
-    (site / "cpcreds_test_vault").mkdir(parents=True)
-    (site / "cpcreds_test_vault" / "__init__.py").write_text("raise ImportError('needs hvac>=2')\n")
-    dist = site / "cpcreds_test_vault-0.3.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cpcreds-test-vault\nVersion: 0.3\n")
-    (dist / "entry_points.txt").write_text("[cpcreds]\ntest-vault = cpcreds_test_vault\n")
-    return site
+    return installed_distribution(
+        tmp_path / "site", dist="cpcreds-test-vault", module="cpcreds_test_vault", version="0.3",
+        entry_points={"test-vault": "cpcreds_test_vault"}, body="raise ImportError('needs hvac>=2')\n",
+    )
 
 
 @pytest.fixture

@@ -534,21 +534,6 @@ def test_keyboard_interrupt_during_a_plugin_run_reaches_the_caller_and_is_not_ca
     assert runs(count) == 2  # the interrupted run (killed) and the one after it
 
 
-def test_ctrl_c_makes_the_cli_exit_130_and_kills_the_plugin(tmp_path: Path) -> None:
-    record, pidfile = tmp_path / "seen.json", tmp_path / "child.pid"
-    config = tmp_path / "providers.yaml"
-    config.write_text(json.dumps({"providers": [exec_entry("fake", "--record", str(record), "--child-pidfile", str(pidfile), "--hang")]}))
-    prof = tmp_path / "profile.json"
-    prof.write_text(json.dumps(profile()))
-    cli = Path(sys.executable).with_name("cpcreds")
-    proc = subprocess.Popen([str(cli), "get-credential", "--config", str(config), "--profile", str(prof)], stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: record.exists() and pidfile.exists(), "the plugin to start")
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(10) == 130
-    child = int(pidfile.read_text())
-    wait_for(lambda: not _alive(child), "the plugin's child to be killed", seconds=5)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -631,8 +616,10 @@ def test_hostile_metadata_shapes_never_break_the_fast_path(make_engine) -> None:
             pass  # a profile the parser refuses is an error of ours, never a TypeError
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
-def test_termination_signal_to_the_cli_kills_the_plugin_group_first(tmp_path: Path, signum: int, code: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["Ctrl-C", "SIGTERM", "SIGHUP"]
+)
+def test_ctrl_c_and_termination_signals_to_the_cli_kill_the_plugin_group_first(tmp_path: Path, signum: int, code: int) -> None:
     record, pidfile = tmp_path / "seen.json", tmp_path / "child.pid"
     config = tmp_path / "providers.yaml"
     config.write_text(json.dumps({"providers": [exec_entry("fake", "--record", str(record), "--child-pidfile", str(pidfile), "--hang")]}))

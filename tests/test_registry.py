@@ -20,6 +20,7 @@ from cpcreds.hookspecs import hookimpl
 from cpcreds.providers.exec import ExecProvider
 from cpcreds.providers.file import FileProvider
 from cpcreds.registry import BUILTIN_PLUGIN, PluginLoadError, ProviderRegistry
+from tests.fakes.distributions import installed_distribution
 
 # -- a fake installed distribution ---------------------------------------------------------------
 
@@ -82,17 +83,11 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         version: str = "1.0.0",
         site: str = "site",
     ) -> Path:
-        root = tmp_path / site
-        package = root / module
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text(textwrap.dedent(source), encoding="utf-8")
-        info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
-        lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+        root = installed_distribution(
+            tmp_path / site, dist=dist, module=module, body=textwrap.dedent(source), entry_points=entry_points, version=version
+        )
         _INSTALLED.extend(entry_points)
         monkeypatch.setenv("CPCREDS_PLUGINS", ",".join(_INSTALLED))
-        (info / "entry_points.txt").write_text(f"[cpcreds]\n{lines}", encoding="utf-8")
         if root not in roots:
             monkeypatch.syspath_prepend(str(root))
             roots.add(root)
