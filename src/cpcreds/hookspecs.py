@@ -68,10 +68,12 @@ class Provider(Protocol):
     fail; never put a secret in the message. Caching is the engine's job, not the provider's.
 
     Optionally a provider may define ``async def aget_credential(self, plan)``: asyncio callers
-    then await it on their event loop (bounded by ``plan.timeout``) instead of running
-    ``get_credential`` in a worker thread; and ``close()``, called when the engine closes.
-    ``get_credential`` of an in-process provider is bounded by ``plan.timeout`` too: past it,
-    callers get :class:`~cpcreds.ProviderTimeout` while the call is left to finish on its own.
+    then run it in a task of its own on their event loop (bounded by ``plan.timeout``; a caller
+    that gives up does not cancel it) instead of running ``get_credential`` in a thread; and
+    ``close()``, called when the engine closes. ``get_credential`` of an in-process provider is
+    bounded by ``plan.timeout`` too: past it, callers get :class:`~cpcreds.ProviderTimeout` and the
+    call is abandoned, left to finish on its own; the provider is not called again for that plan
+    until it has.
     """
 
     def get_credential(self, plan: AccessPlan) -> Credential: ...
