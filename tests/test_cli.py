@@ -626,3 +626,13 @@ def test_kubeconfig_refuses_a_profile_listed_twice(tmp_path: Path) -> None:
     result = run_cli("kubeconfig", "--config", config, "--profile", profiles, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip().endswith("ClusterProfile fleet-system/spoke-1 appears more than once; kubectl could not pick one")
+
+
+def test_resolve_shows_the_executable_found_on_our_path_not_the_plugins(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", {"name": "fake", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh",
+                                                                     "env": [{"name": "PATH", "value": str(tmp_path)}]}})
+    profile = write_yaml(tmp_path / "p.yaml", cluster_profile("c", access_provider("fake")))
+    shown = ok_json(run_cli("resolve", "--config", str(config), "--profile", str(profile), cwd=tmp_path))
+    import shutil
+
+    assert shown["exec"]["command"] == "sh" and shown["exec"]["executable"] == shutil.which("sh")

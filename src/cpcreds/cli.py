@@ -296,8 +296,16 @@ def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     from .access import resolve
 
+    from .providers.exec import find_executable
+
     config = _load_provider_config(args, settings)
-    plans = [resolve(config, profile).to_dict(show_values=args.show_values) for profile in _profiles(args)]
+    plans = []
+    for profile in _profiles(args):
+        plan = resolve(config, profile)
+        shown = plan.to_dict(show_values=args.show_values)
+        if plan.exec is not None:  # what would really run: found on our PATH, never the plugin's
+            shown["exec"]["executable"] = find_executable(plan.exec.command)
+        plans.append(shown)
     _print(plans[0] if len(plans) == 1 else plans, args.output)
     return 0
 

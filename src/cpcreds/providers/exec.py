@@ -52,7 +52,7 @@ from ..errors import (
 from ..hookspecs import hookimpl
 from ..logs import redact_text
 
-__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins"]
+__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins", "find_executable"]
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
@@ -187,14 +187,9 @@ class ExecProvider:
             deadline = time.monotonic() + plan.timeout
         if self._closed:
             raise ProviderError("the exec provider is closed", provider=provider)
-        # A bare name is looked up on *our* PATH, as Go's exec.Command does; the child's
-        # environment (which a profile may add to) must not choose what runs.
-        executable = command
-        if "/" not in command:
-            found = shutil.which(command, path=os.environ.get("PATH", os.defpath))
-            if found is None:
-                raise self._not_found(spec, provider)
-            executable = found
+        executable = find_executable(command)
+        if executable is None:
+            raise self._not_found(spec, provider)
         argv = [command, *spec.args]
         try:
             child = _spawn(executable, argv, env) if not interactive and _SPAWN.usable else None
@@ -566,6 +561,15 @@ def _has_exited(proc: _Child) -> bool:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except (AttributeError, ChildProcessError, OSError):
         return proc.poll() is not None
+
+
+def find_executable(command: str) -> str | None:
+    """What runs for ``command``: itself when it contains a ``/``, else its match on *this
+    process's* ``PATH`` (as Go's ``exec.Command`` looks it up), or None. The plugin's environment,
+    which a profile may add to, never chooses what runs."""
+    if "/" in command:
+        return command
+    return shutil.which(command, path=os.environ.get("PATH", os.defpath))
 
 
 def terminate_running_plugins() -> None:
