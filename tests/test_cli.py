@@ -307,6 +307,7 @@ def test_resolve_prints_documented_exec_plan(tmp_path: Path) -> None:
             ],
             "provideClusterInfo": True,
             "interactiveMode": "Never",
+            "executable": sys.executable,
         },
     }
     assert list(plan) == ["provider", "cluster", "exec"]
