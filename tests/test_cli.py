@@ -311,7 +311,7 @@ def test_resolve_prints_documented_exec_plan(tmp_path: Path) -> None:
         },
     }
     assert list(plan) == ["provider", "cluster", "exec"]
-    assert list(plan["exec"]) == ["apiVersion", "command", "args", "env", "provideClusterInfo", "interactiveMode"]
+    assert list(plan["exec"]) == ["apiVersion", "command", "args", "env", "provideClusterInfo", "interactiveMode", "executable"]
 
 
 def test_resolve_file_provider_prints_type_and_options(tmp_path: Path, profile_file: Path) -> None:
