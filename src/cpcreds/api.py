@@ -18,7 +18,6 @@ import binascii
 import re
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 __all__ = [
@@ -62,9 +61,6 @@ ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/addition
 ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
 
 CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
-
-#: The safe YAML loader every reader of wire or config YAML uses (the C one when PyYAML has it).
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 InteractiveMode = Literal["Never", "IfAvailable", "Always"]
 

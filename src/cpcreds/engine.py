@@ -473,7 +473,7 @@ class CredentialEngine:
             # The runner bounds the plugin by the deadline itself and kills its process group.
             return provider.get_credential(plan, deadline=deadline)
         # An in-process provider cannot be killed; it is waited for until the deadline.
-        return self._workers.call(plan.key, plan.provider, lambda: provider.get_credential(plan), deadline, plan.timeout)
+        return self._workers.call(plan.key, plan.provider, lambda: call_provider(provider, plan), deadline, plan.timeout)
 
     def _check_fresh(self, plan: AccessPlan, credential: Credential) -> None:
         """An answer that has already expired is a failure (with backoff), not a credential."""

@@ -35,19 +35,12 @@ DEFAULT_MAX_CONCURRENT_FETCHES = 64
 DEFAULT_MAX_FETCHES_PER_PROVIDER = 16
 
 
-def _as_credential_error(exc: Exception, provider: str) -> CredentialError:
-    if isinstance(exc, CredentialError):
-        return exc
-    # A third-party provider's bug must not escape as a random type; its message is its own.
-    return ProviderError(f"{type(exc).__name__}: {exc}", provider=provider)
-
-
 class _Call:
     """One call of a synchronous in-process provider, in a daemon thread of its own."""
 
     __slots__ = ("started", "credential", "error", "_done")
 
-    def __init__(self, function: Callable[[], Any], provider: str) -> None:
+    def __init__(self, function: Callable[[], Credential], provider: str) -> None:
         self.started = time.monotonic()
         self.credential: Credential | None = None
         self.error: CredentialError | None = None
@@ -55,14 +48,12 @@ class _Call:
         thread = threading.Thread(target=self._run, args=(function, provider), name=f"cpcreds-call-{provider}", daemon=True)
         thread.start()
 
-    def _run(self, function: Callable[[], Any], provider: str) -> None:
+    def _run(self, function: Callable[[], Credential], provider: str) -> None:
+        # ``function`` turns every failure into a CredentialError (engine.call_provider).
         try:
-            result = function()
-            if not isinstance(result, Credential):
-                raise ProviderError(f"returned {type(result).__name__}, not a Credential", provider=provider)
-            self.credential = result
-        except Exception as exc:
-            self.error = _as_credential_error(exc, provider)
+            self.credential = function()
+        except CredentialError as exc:
+            self.error = exc
         except BaseException:  # SystemExit in a worker thread: the call is simply over
             self.error = ProviderError("the provider call ended without an answer", provider=provider)
         finally:
@@ -138,7 +129,7 @@ class Workers:
 
     # -- in-process calls --------------------------------------------------------------------
 
-    def call(self, key: Hashable, provider: str, function: Callable[[], Any], deadline: float, timeout: float) -> Credential:
+    def call(self, key: Hashable, provider: str, function: Callable[[], Credential], deadline: float, timeout: float) -> Credential:
         """``function()`` (one provider call for the plan ``key``), waited for until ``deadline``.
 
         If an earlier call for ``key`` was abandoned and still runs, it is waited for instead of
