@@ -37,7 +37,7 @@ from cpcreds import (
     resolve,
 )
 from cpcreds.engine import BackoffPolicy
-from tests.fakes.builders import FAKE_PLUGIN, access_provider, cluster_profile, config_of, exec_entry
+from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Retry at once after a failure: these tests look at what the next call does, not at backoff.
@@ -217,7 +217,6 @@ async def test_storm_of_impatient_callers_leaves_every_plan_answering_with_exact
 
     await asyncio.gather(*(impatient(fleet[i % 100]) for i in range(1000)))
     for index, p in enumerate(fleet):
-        started = time.monotonic()
         if index in failing:
             with pytest.raises(PluginExecutionError):
                 await asyncio.wait_for(engine.aget_credential(p), 60)
