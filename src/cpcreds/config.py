@@ -228,7 +228,9 @@ def _did_you_mean(key: Any, known: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
+    """How messages name what was given instead of a value: its JSON type ("a list", "null"),
+    never the value itself, which may be a secret."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -323,11 +325,11 @@ def describe_validation_error(
         value = err.get("input")
         if "[key]" in loc:
             where = _format_loc(loc[: loc.index("[key]")])
-            problems.append((where, f"has a key that is not a string ({_type_name(value)})"))
+            problems.append((where, f"has a key that is not a string ({json_type_name(value)})"))
             continue
         if kind == "invalid_key":
             where = _format_loc(loc[:-1])
-            problems.append((where, f"has a key that is {_type_name(value)}, not a string"))
+            problems.append((where, f"has a key that is {json_type_name(value)}, not a string"))
             continue
         where = _format_loc(loc)
         if kind == "missing":
@@ -339,7 +341,7 @@ def describe_validation_error(
             message = "is not a known field" + _did_you_mean(loc[-1] if loc else None, known)
         elif kind in ("literal_error", "enum"):
             expected = (err.get("ctx") or {}).get("expected", "one of the allowed values")
-            got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else _type_name(value)
+            got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else json_type_name(value)
             message = f"must be {expected} (got {got})"
         elif kind == "string_too_short":
             message = "must not be empty"
@@ -349,9 +351,9 @@ def describe_validation_error(
             error = (err.get("ctx") or {}).get("error")
             message = str(error) if error is not None else "is not valid"
         elif kind in _TYPE_MESSAGES:
-            message = f"{_TYPE_MESSAGES[kind]}, not {_type_name(value)}"
+            message = f"{_TYPE_MESSAGES[kind]}, not {json_type_name(value)}"
         else:
-            message = f"is not valid ({_type_name(value)})"
+            message = f"is not valid ({json_type_name(value)})"
         problems.append((where, message))
     return problems
 
@@ -359,7 +361,7 @@ def describe_validation_error(
 def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | None) -> ProviderEntry:
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
-        raise ConfigError(f"must be a mapping, not {_type_name(raw)}", source=source, entry=label)
+        raise ConfigError(f"must be a mapping, not {json_type_name(raw)}", source=source, entry=label)
     problems: list[tuple[str, str]] = []
     try:
         entry = ProviderEntry.model_validate(raw)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ._parse import DocumentError, load_documents, read_bounded
+from .config import json_type_name
 from .errors import ProfileError
 
 __all__ = ["load_profiles", "select_profile", "profile_ref", "MAX_PROFILE_FILE_BYTES"]
@@ -45,15 +46,6 @@ def _read(source: str) -> bytes:
     raise ProfileError(f"{'<stdin>' if source == '-' else source}: {reason or 'cannot read'}")
 
 
-
-def _kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    return f"a {type(value).__name__}"
 
 
 def _name_part(value: Any) -> str | None:
@@ -99,7 +91,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         if doc is None:
             continue
         if not isinstance(doc, dict):
-            raise ProfileError(f"{label}: expected a ClusterProfile object, found {_kind(doc)}")
+            raise ProfileError(f"{label}: expected a ClusterProfile object, found {json_type_name(doc)}")
         kind = doc.get("kind")
         if kind == "List" or (isinstance(kind, str) and kind.endswith("List")):
             items = doc.get("items") or []
@@ -114,7 +106,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for index, profile in enumerate(profiles):
         kind = profile.get("kind", "ClusterProfile")
         if kind != "ClusterProfile":
-            shown = f"a {kind!r}" if isinstance(kind, str) and len(kind) <= 60 and kind.isprintable() else f"of kind {_kind(kind)}"
+            shown = f"a {kind!r}" if isinstance(kind, str) and len(kind) <= 60 and kind.isprintable() else f"of kind {json_type_name(kind)}"
             raise ProfileError(f"{label}: object {index} is {shown}, not a ClusterProfile")
     if not profiles:
         raise ProfileError(f"{label}: no ClusterProfile found")

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from ..access import AccessPlan, ExecSpec, cluster_to_wire
 from .._parse import DocumentError, load_document
 from ..api import EXEC_INFO_ENV, ExecCredential
-from ..config import describe_validation_error
+from ..config import describe_validation_error, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
@@ -359,7 +359,7 @@ class ExecProvider:
         if problem is not None:
             raise bad(problem)
         if not isinstance(document, dict):
-            raise bad(f"a {_kind_of(document)}, not an ExecCredential object")
+            raise bad(f"{json_type_name(document)}, not an ExecCredential object")
         api_version, kind = document.get("apiVersion"), document.get("kind")
         if kind != "ExecCredential":
             raise bad(f"kind {_shown(kind, _KIND_SHAPE)}, expected 'ExecCredential'")
@@ -401,12 +401,6 @@ class ExecProvider:
 # lying plugin could put anything in them, a token included.
 _API_VERSION_SHAPE = re.compile(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*/)?v\d+(?:(?:alpha|beta)\d+)?")
 _KIND_SHAPE = re.compile(r"[A-Z][A-Za-z]{0,62}")
-
-
-def _kind_of(value: Any) -> str:
-    return {type(None): "null", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def _shown(value: Any, shape: re.Pattern[str]) -> str:
