@@ -287,3 +287,26 @@ def test_options_that_json_cannot_hold_are_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match=r'provider "a" \(providers\[0\]\): field options: when is a date, which JSON cannot hold$'):
         ProviderConfig.from_dict({"providers": [{"name": "a", "type": "file", "options": {"when": datetime.date(2024, 1, 1)}}]})
+
+
+def test_describe_validation_error_names_the_limit_never_the_value() -> None:
+    from pydantic import BaseModel, Field, ValidationError
+
+    from cpcreds.config import describe_validation_error
+
+    class Options(BaseModel):
+        prefix: str = Field(default="P_", pattern=r"^[A-Z_]+$", max_length=8)
+        scopes: list[str] = Field(default=["x"], min_length=1)
+        retries: int = Field(default=1, ge=0, le=5)
+
+    cases = [
+        ({"prefix": "hunter2"}, ("prefix", "must match the pattern ^[A-Z_]+$ (got a string of 7 characters)")),
+        ({"prefix": "ABCDEFGHIJ"}, ("prefix", "must be at most 8 characters")),
+        ({"scopes": []}, ("scopes", "must have at least 1 item(s)")),
+        ({"retries": 9}, ("retries", "must be at most 5")),
+        ({"retries": -1}, ("retries", "must be at least 0")),
+    ]
+    for given, expected in cases:
+        with pytest.raises(ValidationError) as info:
+            Options.model_validate(given)
+        assert describe_validation_error(info.value)[0] == expected

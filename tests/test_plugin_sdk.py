@@ -13,13 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpcreds.access import AccessPlan, resolve
 from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_EXTENSION, EXEC_INFO_ENV
 from cpcreds.config import ProviderConfig
 from cpcreds.credential import Credential
 from cpcreds.errors import PluginExecutionError
-from cpcreds.plugin import PluginRequest, PluginRequestError, read_request, run_plugin, write_response
+from cpcreds.plugin import (
+    OptionFlagError,
+    PluginRequest,
+    PluginRequestError,
+    parse_option_flags,
+    read_request,
+    run_plugin,
+    write_response,
+)
 from cpcreds.providers.exec import ExecProvider
 
 PROVIDER = "fleet-sdk"
@@ -302,3 +312,135 @@ def test_unsupported_api_version_is_quoted_only_when_it_looks_like_one() -> None
     with pytest.raises(PluginRequestError) as failure:
         read_request({"KUBERNETES_EXEC_INFO": json.dumps({"kind": "ExecCredential", "apiVersion": secret})})
     assert secret not in str(failure.value)
+
+
+# -- run_provider: an in-process provider as an exec plugin ---------------------------------------
+
+# A provider as a contrib package would register it: options validated by a pydantic model, the
+# plan's cluster config and options echoed into the token so a test can see what it received.
+PROVIDER_PLUGIN = """\
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpcreds import Credential, ProviderError
+from cpcreds.plugin import provider_main
+
+
+class Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    audience: str = "default-audience"
+    retries: int = Field(default=1, ge=0, le=5)
+    scopes: list[str] | str = []
+    fail: bool = False
+
+
+class EchoProvider:
+    def __init__(self, options):
+        self.options = Options.model_validate(dict(options))
+
+    def get_credential(self, plan):
+        if self.options.fail:
+            raise ProviderError("the vault is sealed", provider=plan.provider)
+        name = (plan.cluster.config or {}).get("clusterName") if isinstance(plan.cluster.config, dict) else None
+        scopes = self.options.scopes if isinstance(self.options.scopes, list) else [self.options.scopes]
+        return Credential(token="|".join([plan.provider, plan.kind, str(name), plan.cluster.server, self.options.audience, str(self.options.retries), ",".join(scopes)]))
+
+
+main = provider_main("echo", EchoProvider, options={"audience": "from-defaults"})
+main()
+"""
+
+
+@pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
+def test_run_provider_answers_in_the_requested_version_with_flags_as_options(tmp_path: Path, api_version: str) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", PROVIDER_PLUGIN)
+    config = ProviderConfig.from_dict(
+        {
+            "providers": [
+                {
+                    "name": PROVIDER,
+                    "execConfig": {
+                        "apiVersion": api_version,
+                        "command": str(script),
+                        "args": ["--retries", "3", "--scopes=a", "--scopes", "b"],
+                        "provideClusterInfo": True,
+                    },
+                }
+            ]
+        }
+    )
+    profile = plan_for(script, api_version)
+    plan = resolve(config, {"metadata": {"name": "spoke-3"}, "status": {"accessProviders": [{"name": PROVIDER, "cluster": {"server": profile.cluster.server, "extensions": [{"name": EXEC_EXTENSION, "extension": {"clusterName": "spoke-3"}}]}}]}})
+    credential = ExecProvider().get_credential(plan)
+    assert credential.token == "echo|echo|spoke-3|https://spoke-3.example:6443|from-defaults|3|a,b"
+
+
+def test_run_provider_without_cluster_info_gets_an_empty_cluster(tmp_path: Path) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", PROVIDER_PLUGIN)
+    result = _run_directly_with(script, exec_info(API_VERSION_V1BETA1), "--audience=mine", "--scopes", "x")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["apiVersion"] == API_VERSION_V1BETA1
+    assert answer["status"]["token"] == "echo|echo|None||mine|1|x"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--retries=9"], "cpcreds-echo: option retries: must be at most 5\n"),
+        (["--colour=red"], "cpcreds-echo: option colour: is not a known field\n"),
+        (["stray-secret-value"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value)\n"),
+        (["--retries=1", "-v"], "cpcreds-echo: '-v' is not an option flag (expected --name=value)\n"),
+        (["token=hunter2"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value)\n"),
+        (["--fail"], "cpcreds-echo: provider echo: the vault is sealed\n"),
+    ],
+)
+def test_run_provider_errors_are_one_line_and_exit_1(tmp_path: Path, args: list[str], expected: str) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", PROVIDER_PLUGIN)
+    result = _run_directly_with(script, exec_info(), *args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", expected)
+
+
+def test_run_provider_refuses_an_unsupported_request_version(tmp_path: Path) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", PROVIDER_PLUGIN)
+    result = _run_directly_with(script, exec_info("client.authentication.k8s.io/v1alpha1"))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cpcreds-echo: {EXEC_INFO_ENV} asks for apiVersion 'client.authentication.k8s.io/v1alpha1'")
+
+
+def test_run_provider_help_describes_the_provider_and_exits_0(tmp_path: Path) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", PROVIDER_PLUGIN)
+    result = _run_directly_with(script, None, "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: cpcreds-echo [--OPTION=VALUE ...]")
+    assert "'echo'" in result.stdout
+
+
+def _run_directly_with(plugin: Path, exec_info_value: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != EXEC_INFO_ENV}
+    if exec_info_value is not None:
+        env[EXEC_INFO_ENV] = exec_info_value
+    return subprocess.run([str(plugin), *args], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def test_parse_option_flags_spellings() -> None:
+    assert parse_option_flags(["--secret-name=x", "--key", "k", "--insecure", "--ns", "a", "--ns=b"]) == {
+        "secretName": "x",
+        "key": "k",
+        "insecure": "true",
+        "ns": ["a", "b"],
+    }
+    assert parse_option_flags(["--secretName", "--x=="]) == {"secretName": "true", "x": "="}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=12))
+def test_parse_option_flags_takes_any_argv_and_raises_only_its_error(argv: list[str]) -> None:
+    try:
+        options = parse_option_flags(argv)
+    except OptionFlagError as exc:
+        # Never quotes an argument that could be a secret: only short, flag-shaped ones.
+        for argument in argv:
+            if len(argument) > 3 and not argument.startswith("-"):
+                assert repr(argument) not in str(exc)
+    else:
+        assert all(isinstance(value, (str, list)) for value in options.values())

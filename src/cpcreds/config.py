@@ -309,6 +309,19 @@ _TYPE_MESSAGES = {
 }
 
 
+# Limits a value broke; the limit is the model's, never the value given.
+_BOUND_MESSAGES = {
+    "string_too_long": "must be at most {bound} characters",
+    "too_short": "must have at least {bound} item(s)",
+    "too_long": "must have at most {bound} item(s)",
+    "greater_than": "must be greater than {bound}",
+    "greater_than_equal": "must be at least {bound}",
+    "less_than": "must be less than {bound}",
+    "less_than_equal": "must be at most {bound}",
+}
+_BOUND_KEYS = ("max_length", "min_length", "gt", "ge", "lt", "le")
+
+
 def describe_validation_error(
     exc: ValidationError, model: type[BaseModel] | None = None, *, extra_known: Iterable[str] = ()
 ) -> list[tuple[str, str]]:
@@ -345,6 +358,14 @@ def describe_validation_error(
             message = f"must be {expected} (got {got})"
         elif kind == "string_too_short":
             message = "must not be empty"
+        elif kind == "string_pattern_mismatch":
+            # The pattern is the provider author's, not the user's value: safe to show.
+            pattern = (err.get("ctx") or {}).get("pattern", "")
+            message = f"must match the pattern {pattern} (got a string of {len(value) if isinstance(value, str) else 0} characters)"
+        elif kind in _BOUND_MESSAGES:
+            context = err.get("ctx") or {}
+            bound = next((context[k] for k in _BOUND_KEYS if k in context), "the limit")
+            message = _BOUND_MESSAGES[kind].format(bound=bound)
         elif kind == "string_unicode":
             message = "contains a lone surrogate (not valid Unicode text)"
         elif kind in ("value_error", "assertion_error"):

@@ -1,4 +1,4 @@
-"""SDK for writing KEP-541 exec plugins in Python.
+"""SDK for writing KEP-541 exec plugins in Python, and for running an in-process provider as one.
 
 A plugin reads its request from ``KUBERNETES_EXEC_INFO``, prints one ExecCredential on stdout in
 the apiVersion it was asked for, and exits 0; on failure it prints one line on stderr and exits
@@ -13,30 +13,54 @@ non-zero (client-go and cpcreds show that line to the user). :func:`run_plugin` 
 
     if __name__ == "__main__":
         run_plugin(get)
+
+An in-process provider (what a ``cpcreds_register_providers`` hook registers) becomes an exec
+plugin with no code of its own: :func:`provider_main` makes the ``main`` of a
+``[project.scripts]`` entry, which builds the provider from ``--option=value`` flags, builds its
+:class:`~cpcreds.AccessPlan` from the request, and answers::
+
+    [project.scripts]
+    cpcreds-vault = "cpcreds_vault.plugin:main"
+
+    main = provider_main("vault", VaultProvider)   # in cpcreds_vault/plugin.py
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
 from pydantic import ValidationError
 
 from ._parse import DocumentError, load_document
+from .access import AccessPlan
 from .api import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, ExecCredential
 from .config import describe_validation_error
 from .credential import Credential
-from .errors import CredentialError
+from .errors import CredentialError, ProviderError
 from .logs import redact_text
 
 #: client-go's request is a few KiB (a CA bundle at most); anything near this is not one.
 _MAX_EXEC_INFO_BYTES = 1024 * 1024
 
-__all__ = ["PluginRequest", "PluginRequestError", "read_request", "write_response", "run_plugin"]
+__all__ = [
+    "PluginRequest",
+    "PluginRequestError",
+    "OptionFlagError",
+    "read_request",
+    "write_response",
+    "run_plugin",
+    "parse_option_flags",
+    "plan_for_request",
+    "run_provider",
+    "provider_main",
+]
 
 
 class PluginRequestError(CredentialError, ValueError):
@@ -123,3 +147,167 @@ def _fail(label: str, exc: BaseException) -> NoReturn:
     sys.stderr.write(f"{label}: {message}\n")
     sys.stderr.flush()
     sys.exit(1)
+
+
+# -- in-process providers as exec plugins ---------------------------------------------------------
+
+#: Most arguments a provider's command line may carry (argv is the client's, but bounded all the same).
+_MAX_ARGUMENTS = 256
+_FLAG = re.compile(r"--([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?:=(.*))?", re.DOTALL)
+
+
+class OptionFlagError(PluginRequestError):
+    """The plugin's command line is not a list of ``--option=value`` flags."""
+
+
+def _option_name(flag: str) -> str:
+    # --secret-name and --secretName both name the option secretName (the config's spelling).
+    head, *rest = flag.split("-")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def parse_option_flags(argv: Sequence[str]) -> dict[str, Any]:
+    """The provider options given as flags: ``--name=value`` or ``--name value``.
+
+    A flag's name is the option's name, in the config's camelCase or in kebab-case
+    (``--secret-name`` is ``secretName``). Values are strings (the provider's option model
+    converts them); a flag given more than once becomes a list of strings; a flag followed by
+    nothing or by another flag is ``"true"``. Raises :class:`OptionFlagError` naming the first
+    argument that is not a flag by its position (quoting it only when it looks like a flag).
+    """
+    if len(argv) > _MAX_ARGUMENTS:
+        raise OptionFlagError(f"more than {_MAX_ARGUMENTS} arguments")
+    options: dict[str, Any] = {}
+    index = 0
+    while index < len(argv):
+        argument = argv[index]
+        match = _FLAG.fullmatch(argument) if isinstance(argument, str) else None
+        if match is None:
+            # Only something shaped like a flag is quoted: a stray word may be a token.
+            flag_like = isinstance(argument, str) and argument.startswith("-") and len(argument) <= 64
+            shown = repr(argument) if flag_like and argument.isprintable() and "=" not in argument else f"argument {index + 1}"
+            raise OptionFlagError(f"{shown} is not an option flag (expected --name=value)")
+        name, value = _option_name(match.group(1)), match.group(2)
+        if value is None:
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            if following is not None and not following.startswith("--"):
+                value, index = following, index + 1
+            else:
+                value = "true"
+        if name in options:
+            previous = options[name]
+            options[name] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            options[name] = value
+        index += 1
+    return options
+
+
+def plan_for_request(
+    request: PluginRequest, *, provider: str, options: Mapping[str, Any] | None = None, timeout: float = 60.0
+) -> AccessPlan:
+    """The :class:`~cpcreds.AccessPlan` an in-process provider receives when it runs as an exec
+    plugin: ``provider`` (also its ``kind``), the options, and the cluster the client sent
+    (``provideClusterInfo: true``), else a cluster with an empty ``server`` and ``config=None``."""
+    cluster = request.cluster if request.cluster is not None else ExecCluster(server="")
+    return AccessPlan(
+        provider=provider,
+        kind=provider,
+        cluster=cluster,
+        options=MappingProxyType(dict(options or {})),
+        timeout=timeout,
+    )
+
+
+def _build_provider(factory: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> Any:
+    # Raised after the except blocks: a pydantic error holds the options given, secrets included.
+    problem = None
+    try:
+        return factory(dict(options))
+    except ValidationError as exc:
+        where, what = describe_validation_error(exc)[0]
+        problem = f"option {where}: {what}" if where else f"options: {what}"
+    except (ValueError, TypeError, KeyError) as exc:
+        problem = f"options: {redact_text(' '.join(str(exc).split())) or type(exc).__name__}"
+    raise PluginRequestError(problem)
+
+
+def run_provider(
+    factory: Callable[[Mapping[str, Any]], Any],
+    *,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    argv: Sequence[str] | None = None,
+    timeout: float = 60.0,
+) -> NoReturn:
+    """Run an in-process provider once as a KEP-541 exec plugin, and exit.
+
+    ``factory`` is what the provider registers (called with the options); ``name`` is its type
+    name, which is also ``plan.provider``. The options are ``options`` overlaid with the flags of
+    ``argv`` (default ``sys.argv[1:]``, see :func:`parse_option_flags`). The answer is written in
+    the apiVersion of ``KUBERNETES_EXEC_INFO`` (v1 or v1beta1; v1 when run by hand). Bad flags,
+    bad options, a bad request and a provider failure are one line on stderr (prefixed by the
+    program's name) and exit 1; Ctrl-C exits 130. ``-h``/``--help`` describes the provider and
+    exits 0.
+    """
+    label = os.path.basename(sys.argv[0] or "") or name
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] in (["-h"], ["--help"]):
+        _usage(label, name, factory)
+    provider = None
+    try:
+        given = {**dict(options or {}), **parse_option_flags(arguments)}
+        request = read_request()
+        provider = _build_provider(factory, given)
+        plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
+        credential = provider.get_credential(plan)
+        if not isinstance(credential, Credential):
+            raise ProviderError(f"returned {type(credential).__name__}, not a Credential", provider=name)
+        write_response(credential, request.api_version)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the plugin boundary: the client wants one line and an exit code
+        _close(provider)
+        _fail(label, exc)
+    _close(provider)
+    sys.exit(0)
+
+
+def provider_main(
+    name: str,
+    factory: Callable[[Mapping[str, Any]], Any],
+    *,
+    options: Mapping[str, Any] | None = None,
+    timeout: float = 60.0,
+) -> Callable[[], NoReturn]:
+    """A zero-argument ``main`` for a ``[project.scripts]`` entry that runs ``factory``'s provider
+    as an exec plugin (see :func:`run_provider`); ``options`` are defaults the flags override."""
+
+    def main() -> NoReturn:
+        run_provider(factory, name=name, options=options, timeout=timeout)
+
+    main.__doc__ = f"Run the {name} provider as a KEP-541 exec plugin."
+    return main
+
+
+def _close(provider: Any) -> None:
+    close = getattr(provider, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - the process is ending; the answer or error stands
+            pass
+
+
+def _usage(label: str, name: str, factory: Any) -> NoReturn:
+    module = sys.modules.get(getattr(factory, "__module__", "") or "")
+    described = (getattr(module, "__doc__", None) or "").strip()
+    sys.stdout.write(
+        f"usage: {label} [--OPTION=VALUE ...]\n\n"
+        f"Runs the cpcreds provider {name!r} as a KEP-541 exec plugin: it reads KUBERNETES_EXEC_INFO\n"
+        "and prints an ExecCredential in the apiVersion asked for. Each flag sets the provider\n"
+        "option of that name (--secret-name=x and --secretName=x both set secretName).\n"
+        + (f"\n{described}\n" if described else "")
+    )
+    sys.stdout.flush()
+    sys.exit(0)
