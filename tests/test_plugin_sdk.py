@@ -388,9 +388,9 @@ def test_run_provider_without_cluster_info_gets_an_empty_cluster(tmp_path: Path)
     [
         (["--retries=9"], "cpcreds-echo: option retries: must be at most 5\n"),
         (["--colour=red"], "cpcreds-echo: option colour: is not a known field\n"),
-        (["stray-secret-value"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value)\n"),
-        (["--retries=1", "-v"], "cpcreds-echo: '-v' is not an option flag (expected --name=value)\n"),
-        (["token=hunter2"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value)\n"),
+        (["stray-secret-value"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value or -name value)\n"),
+        (["--retries=1", "-9"], "cpcreds-echo: '-9' is not an option flag (expected --name=value or -name value)\n"),
+        (["token=hunter2"], "cpcreds-echo: argument 1 is not an option flag (expected --name=value or -name value)\n"),
         (["--fail"], "cpcreds-echo: provider echo: the vault is sealed\n"),
     ],
 )
@@ -430,6 +430,8 @@ def test_parse_option_flags_spellings() -> None:
         "ns": ["a", "b"],
     }
     assert parse_option_flags(["--secretName", "--x=="]) == {"secretName": "true", "x": "="}
+    # Go's flag spelling, as the Go plugins' profile-sourced arguments use it.
+    assert parse_option_flags(["-audience", "spoke", "-debug", "-n=3"]) == {"audience": "spoke", "debug": "true", "n": "3"}
 
 
 @settings(max_examples=300, deadline=None)

@@ -153,7 +153,8 @@ def _fail(label: str, exc: BaseException) -> NoReturn:
 
 #: Most arguments a provider's command line may carry (argv is the client's, but bounded all the same).
 _MAX_ARGUMENTS = 256
-_FLAG = re.compile(r"--([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?:=(.*))?", re.DOTALL)
+# Go's flag package spelling, which the Go plugins use (-audience x): one dash or two.
+_FLAG = re.compile(r"--?([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?:=(.*))?", re.DOTALL)
 
 
 class OptionFlagError(PluginRequestError):
@@ -167,12 +168,13 @@ def _option_name(flag: str) -> str:
 
 
 def parse_option_flags(argv: Sequence[str]) -> dict[str, Any]:
-    """The provider options given as flags: ``--name=value`` or ``--name value``.
+    """The provider options given as flags: ``--name=value`` or ``--name value``; one dash works
+    too, as with Go's flag package (``-audience x``), so a Go plugin's arguments carry over.
 
     A flag's name is the option's name, in the config's camelCase or in kebab-case
     (``--secret-name`` is ``secretName``). Values are strings (the provider's option model
     converts them); a flag given more than once becomes a list of strings; a flag followed by
-    nothing or by another flag is ``"true"``. Raises :class:`OptionFlagError` naming the first
+    nothing or by an argument starting with ``-`` is ``"true"``. Raises :class:`OptionFlagError` naming the first
     argument that is not a flag by its position (quoting it only when it looks like a flag).
     """
     if len(argv) > _MAX_ARGUMENTS:
@@ -186,11 +188,11 @@ def parse_option_flags(argv: Sequence[str]) -> dict[str, Any]:
             # Only something shaped like a flag is quoted: a stray word may be a token.
             flag_like = isinstance(argument, str) and argument.startswith("-") and len(argument) <= 64
             shown = repr(argument) if flag_like and argument.isprintable() and "=" not in argument else f"argument {index + 1}"
-            raise OptionFlagError(f"{shown} is not an option flag (expected --name=value)")
+            raise OptionFlagError(f"{shown} is not an option flag (expected --name=value or -name value)")
         name, value = _option_name(match.group(1)), match.group(2)
         if value is None:
             following = argv[index + 1] if index + 1 < len(argv) else None
-            if following is not None and not following.startswith("--"):
+            if following is not None and not following.startswith("-"):
                 value, index = following, index + 1
             else:
                 value = "true"
