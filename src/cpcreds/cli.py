@@ -203,6 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
     plug.add_argument("--output", "-o", choices=["text", "json"], default="text")
     plug.set_defaults(handler=_cmd_plugins)
 
+    srv = add(
+        "serve",
+        "keep every ClusterProfile's credential warm: status page, metrics, kubeconfigs",
+        "Watch ClusterProfiles (a folder of files, or a hub), fetch each one's credential and refresh it "
+        "ahead of expiry, probe the clusters, and serve a status page, /v1/clusters, /metrics, /healthz "
+        "and /readyz. Every setting is also a CPCREDS_* environment variable and a field of the config "
+        "file's serve: section (shown in brackets); flags win over the environment, which wins over the file.",
+    )
+    _add_serve_options(srv)
+    srv.set_defaults(handler=_cmd_serve)
+
     comp = add(
         "completion",
         "print a shell completion script (bash, zsh, fish)",
@@ -214,6 +225,68 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.subparsers = subparsers  # type: ignore[attr-defined]  # for errors and completion
     return parser
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+#: serve's flags: (setting, metavar or None for a switch, help). The flag is --<setting in
+#: kebab-case>, the variable CPCREDS_<SETTING>, the file field serve.<settingInCamelCase>.
+_SERVE_FLAGS: tuple[tuple[str, str | None, str], ...] = (
+    ("profiles_dir", "DIR", "ClusterProfile files to watch (default: clusterprofiles/ next to the config)"),
+    ("hub_kubeconfig", "FILE", "watch the ClusterProfiles of the hub this kubeconfig reaches"),
+    ("hub_context", "NAME", "context of --hub-kubeconfig (default: its current context)"),
+    ("in_cluster", None, "watch the ClusterProfiles of the hub this pod runs in (its service account)"),
+    ("namespaces", "NS[,NS...]", "hub namespaces to watch (default: all)"),
+    ("label_selector", "SELECTOR", "only the hub's ClusterProfiles with these labels"),
+    ("listen", "HOST:PORT", "address of the status page and metrics (default: 127.0.0.1:9733)"),
+    ("kubeconfig_dir", "DIR", "write a kubeconfig per profile and a merged one here"),
+    ("concurrency", "N", "most credential fetches at once (default: 32)"),
+    ("scan_interval", "DURATION", "how often --profiles-dir is rescanned (default: 1s)"),
+    ("refresh_jitter", "FRACTION", "refreshes come up to this fraction early, spread at random (default: 0.1)"),
+    ("probe_path", "PATH", "probe each cluster: GET PATH (/version or /readyz) with its credential (default: no probes)"),
+    ("probe_interval", "DURATION", "time between probes of a cluster (default: 1m)"),
+    ("probe_timeout", "DURATION", "how long a probe may take (default: 5s)"),
+    ("watch_config", None, "re-read the config file when it changes (default: on; SIGHUP always reloads)"),
+    ("shutdown_timeout", "DURATION", "how long SIGTERM may take before plugins are killed (default: 5s)"),
+    ("log_level", "LEVEL", "debug, info, warning or error (default: info)"),
+    ("log_format", "FORMAT", "console or json (default: console)"),
+)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    _add_config_option(parser)
+    group = parser.add_argument_group("serve settings")
+    for name, metavar, text in _SERVE_FLAGS:
+        flag = "--" + name.replace("_", "-")
+        where = f" [CPCREDS_{name.upper()}, serve.{_camel(name)}]"
+        if metavar is None:
+            group.add_argument(flag, dest=f"serve_{name}", action=argparse.BooleanOptionalAction, default=None, help=text + where)
+        else:
+            group.add_argument(flag, dest=f"serve_{name}", metavar=metavar, default=None, help=text + where)
+
+
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from .logs import configure_logging
+    from .serve.service import Service
+    from .serve.settings import ServeSettings
+
+    if args.access_providers:
+        raise ConfigError("serve reads its providers from --config only (it reloads that file)", source="--clusterprofile-access-provider")
+    path = _config_path(args, settings)
+    if not path:
+        raise ConfigError("serve needs a provider config: --config FILE or CPCREDS_CONFIG")
+    config = load_config(path)
+    flags = {name: getattr(args, f"serve_{name}") for name, _, _ in _SERVE_FLAGS}
+    serve_settings = ServeSettings.load({**flags, "config": path}, config.serve)
+    configure_logging(serve_settings.log_level, serve_settings.log_format or settings.log_format)
+    return asyncio.run(Service(serve_settings, config).run())
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -138,6 +138,8 @@ class ProviderConfig:
     providers: tuple[ProviderEntry, ...]
     #: Where it came from (a file path, ``--clusterprofile-access-provider`` or ``<dict>``).
     source: str = "<dict>"
+    #: The ``serve:`` section, as written (``cpcreds serve`` validates it; nothing else reads it).
+    serve: Mapping[str, Any] | None = field(default=None, compare=False)
     _by_name: Mapping[str, ProviderEntry] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -168,9 +170,9 @@ class ProviderConfig:
             data = {}
         if not isinstance(data, dict):
             raise ConfigError("must be a mapping with a 'providers' list", source=source)
-        unknown = sorted((key for key in data if key != "providers"), key=repr)
+        unknown = sorted((key for key in data if key not in _TOP_LEVEL_FIELDS), key=repr)
         if unknown:
-            hint = _did_you_mean(unknown[0], ["providers"])
+            hint = _did_you_mean(unknown[0], _TOP_LEVEL_FIELDS)
             shown = ", ".join(_show_key(key) for key in unknown)
             raise ConfigError(f"unknown top-level field(s) {shown}{hint}", source=source)
         raw_providers = data.get("providers") or []
@@ -189,7 +191,10 @@ class ProviderConfig:
                 )
             seen[entry.name] = index
             entries.append(entry)
-        return cls(tuple(entries), source=source)
+        serve = data.get("serve")
+        if serve is not None and not isinstance(serve, dict):
+            raise ConfigError(f"must be a mapping, not {json_type_name(serve)}", source=source, field="serve")
+        return cls(tuple(entries), source=source, serve=MappingProxyType(dict(serve)) if serve is not None else None)
 
     def merged_with(self, other: ProviderConfig) -> ProviderConfig:
         """This config's providers, then ``other``'s; a name in both is an error."""
@@ -204,6 +209,11 @@ class ProviderConfig:
                 raise ConfigError("duplicate provider name", source=source, entry=_label(entry.name, index))
             seen.add(entry.name)
         return cls(entries, source=source)
+
+
+#: Top-level fields of a provider config file: the Go library's ``providers``, and cpcreds' own
+#: ``serve`` section.
+_TOP_LEVEL_FIELDS = ("providers", "serve")
 
 
 def _label(name: Any, index: int | None) -> str:

@@ -1,0 +1,163 @@
+"""Where serve's ClusterProfiles come from, as changes: profiles added or changed, keys removed.
+
+A *key* is ``namespace/name`` (``name`` for a profile without a namespace). Sources report only
+what changed since their last report, so 10,000 unchanged profiles cost nothing per scan.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileError
+from ..profiles import load_profiles
+
+__all__ = ["Change", "DirectorySource", "profile_key", "PROFILE_SUFFIXES"]
+
+#: Files of a profiles folder that are read; others (README, editor backups, dotfiles) are not.
+PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def profile_key(profile: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of a profile, or None when it has no usable name."""
+    meta = profile.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    name, namespace = meta.get("name"), meta.get("namespace") or ""
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return None
+    if not (name + namespace).isprintable() or "/" in name + namespace or len(name) + len(namespace) > 506:
+        return None
+    return f"{namespace}/{name}" if namespace else name
+
+
+@dataclass
+class Change:
+    """What changed: profiles to (re)consider by key, keys gone, and per-origin problems (a file
+    that cannot be read; empty string: the origin is fine again)."""
+
+    upserts: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    deletes: set[str] = field(default_factory=set)
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes or self.problems)
+
+
+@dataclass
+class _File:
+    signature: tuple[int, int, int]
+    profiles: dict[str, dict[str, Any]]
+
+
+class DirectorySource:
+    """The ClusterProfile files of one folder (not its subfolders), rescanned by :meth:`scan`.
+
+    A file may hold one profile, several YAML documents or a List. A file that cannot be read or
+    parsed keeps its previous profiles (a half-written edit must not drop a cluster's credential)
+    and is reported in :attr:`Change.problems` until it is fixed or removed. When two files name
+    the same profile, the file that sorts first wins.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._files: dict[str, _File] = {}
+        self._owner: dict[str, str] = {}  # key -> file that defines it
+        self._problems: dict[str, str] = {}
+
+    @property
+    def problems(self) -> dict[str, str]:
+        return dict(self._problems)
+
+    def scan(self) -> Change:
+        """Read added and changed files, forget removed ones; return what changed."""
+        change = Change()
+        present = self._listing(change)
+        touched: set[str] = set()
+        for path in sorted(set(self._files) - set(present)):
+            touched.update(self._files.pop(path).profiles)
+            if self._problems.pop(path, None) is not None:
+                change.problems[path] = ""
+        for path, signature in present.items():
+            known = self._files.get(path)
+            if known is not None and known.signature == signature:
+                continue
+            profiles, problem = self._read(path)
+            if problem is not None:
+                if self._problems.get(path) != problem:
+                    change.problems[path] = problem
+                self._problems[path] = problem
+                if known is not None:
+                    known.signature = signature  # reported once per version of the file
+                else:
+                    self._files[path] = _File(signature, {})
+                continue
+            if self._problems.pop(path, None) is not None:
+                change.problems[path] = ""
+            old = known.profiles if known is not None else {}
+            self._files[path] = _File(signature, profiles)
+            touched.update(old)
+            touched.update(key for key, profile in profiles.items() if old.get(key) != profile)
+        self._settle(touched, change)
+        return change
+
+    def _listing(self, change: Change) -> dict[str, tuple[int, int, int]]:
+        present: dict[str, tuple[int, int, int]] = {}
+        problem = None
+        try:
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") or not entry.name.endswith(PROFILE_SUFFIXES):
+                        continue
+                    try:
+                        info = entry.stat()
+                    except OSError:
+                        continue  # removed between listing and stat
+                    if stat.S_ISREG(info.st_mode):
+                        present[entry.path] = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError as exc:
+            problem = f"cannot list the folder: {exc.strerror or type(exc).__name__}"
+        folder = os.fspath(self.path)
+        if problem is not None:
+            # The folder is gone or unreadable: keep what we have rather than drop the fleet.
+            if self._problems.get(folder) != problem:
+                change.problems[folder] = problem
+            self._problems[folder] = problem
+            return {path: known.signature for path, known in self._files.items()}
+        if self._problems.pop(folder, None) is not None:
+            change.problems[folder] = ""
+        return present
+
+    @staticmethod
+    def _read(path: str) -> tuple[dict[str, dict[str, Any]], str | None]:
+        problem = None
+        try:
+            loaded = load_profiles(path)
+        except ProfileError as exc:
+            problem = str(exc).removeprefix(f"{path}: ")
+        if problem is not None:
+            return {}, problem
+        profiles: dict[str, dict[str, Any]] = {}
+        for index, profile in enumerate(loaded):
+            key = profile_key(profile)
+            if key is None:
+                return {}, f"object {index} has no usable metadata.name"
+            if key in profiles:
+                return {}, f"ClusterProfile {key} appears more than once"
+            profiles[key] = profile
+        return profiles, None
+
+    def _settle(self, touched: set[str], change: Change) -> None:
+        """Decide, for every key whose files changed, which file's profile now stands."""
+        for key in touched:
+            owner = next((path for path in sorted(self._files) if key in self._files[path].profiles), None)
+            if owner is None:
+                if self._owner.pop(key, None) is not None:
+                    change.deletes.add(key)
+                continue
+            self._owner[key] = owner
+            change.upserts[key] = (self._files[owner].profiles[key], owner)

@@ -1,0 +1,287 @@
+"""``cpcreds serve``: the inventory source, the keeper, the kubeconfig writer and the HTTP
+endpoints, wired together, with reload (SIGHUP, config file change) and graceful shutdown
+(SIGTERM/SIGINT within ``shutdownTimeout``).
+
+How one profile flows: a source reports it in a :class:`~cpcreds.serve.inventory.Change`; the
+service remembers it (so a reload can start over) and hands the change to the keeper; the keeper
+resolves it through the engine, tells the kubeconfig writer, and runs its fetch/refresh task;
+the HTTP thread reads the status board.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from ..config import ProviderConfig, load_config
+from ..engine import CredentialEngine
+from ..errors import ConfigError, CredentialError
+from ..registry import ProviderRegistry
+from .inventory import Change, DirectorySource
+from .keeper import Keeper
+from .kubeconfigs import MERGED_NAME, KubeconfigWriter
+from .probe import Prober
+from .settings import ServeSettings, parse_listen
+from .status import ServeCollector, StatusBoard
+
+__all__ = ["Service", "DEFAULT_PROFILES_DIR"]
+
+_log = structlog.get_logger("cpcreds.serve")
+
+#: The directory source's folder when no source is given: next to the provider config.
+DEFAULT_PROFILES_DIR = "clusterprofiles"
+
+
+class Service:
+    """One ``cpcreds serve`` process. ``run()`` returns the exit code."""
+
+    def __init__(
+        self,
+        settings: ServeSettings,
+        config: ProviderConfig,
+        *,
+        registry: ProviderRegistry | None = None,
+        out: TextIO | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.registry = registry
+        self.out = out or sys.stderr
+        self.metrics = CollectorRegistry()
+        self.board = StatusBoard(source=settings.source)
+        self.metrics.register(ServeCollector(self.board))
+        self._profiles: dict[str, tuple[dict[str, Any], str]] = {}
+        self._changes: asyncio.Queue[Change | None] = asyncio.Queue()
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self._listed = False
+        self.engine: CredentialEngine | None = None
+        self.keeper: Keeper | None = None
+        self.writer: KubeconfigWriter | None = None
+        self.http = None
+        self.exit_code = 0
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def _start_generation(self, config: ProviderConfig) -> None:
+        """A new engine and keeper for ``config``, tracking every known profile."""
+        settings = self.settings
+        engine = CredentialEngine(
+            config,
+            registry=self.registry,
+            prometheus_registry=self.metrics,  # metrics are per registry: engines of reloads share them
+            max_entries=max(1024, 2 * len(self._profiles) + 1024),
+            max_concurrent_fetches=settings.concurrency,
+            max_fetches_per_provider=settings.concurrency,
+        )
+        prober = Prober(engine, path=settings.probe_path, timeout=settings.probe_timeout) if settings.probe_path else None
+        keeper = Keeper(
+            engine,
+            self.board,
+            concurrency=settings.concurrency,
+            jitter=settings.refresh_jitter,
+            probe=prober,
+            probe_interval=settings.probe_interval,
+            on_plan=self.writer.update if self.writer is not None else None,
+        )
+        self.engine, self.keeper, self.config = engine, keeper, config
+        if self._profiles:
+            keeper.apply(Change(upserts=dict(self._profiles)))
+        if self._listed:
+            keeper.inventory_loaded()
+
+    async def _end_generation(self, keeper: Keeper, engine: CredentialEngine) -> None:
+        await keeper.close()
+        await engine.aclose()
+
+    def _apply(self, change: Change) -> None:
+        for key in change.deletes:
+            self._profiles.pop(key, None)
+        self._profiles.update(change.upserts)
+        assert self.keeper is not None
+        self.keeper.apply(change)
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, *, on_started: Callable[[Service], None] | None = None) -> int:
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        if settings.kubeconfig_dir is not None:
+            self.writer = KubeconfigWriter(settings.kubeconfig_dir, self.config.source)
+        self._start_generation(self.config)
+        host, port = parse_listen(settings.listen)
+        from .http import StatusServer
+
+        try:
+            self.http = StatusServer(host, port, self.board, self.metrics, healthy=lambda: not self._stop.is_set())
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}", source="serve settings") from None
+        self.http.start()
+        for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
+            try:
+                loop.add_signal_handler(signum, event.set)
+            except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests) or no signals
+                pass
+        self._announce()
+        if on_started is not None:
+            on_started(self)
+        tasks = [
+            loop.create_task(self._source(), name="cpcreds-serve-source"),
+            loop.create_task(self._consume(), name="cpcreds-serve-changes"),
+            loop.create_task(self._housekeeping(), name="cpcreds-serve-housekeeping"),
+        ]
+        try:
+            while not self._stop.is_set():
+                stop = loop.create_task(self._stop.wait())
+                reload = loop.create_task(self._reload.wait())
+                done, _ = await asyncio.wait({stop, reload, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                reload.cancel()
+                for task in tasks:
+                    if task in done and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+                if self._reload.is_set() and not self._stop.is_set():
+                    self._reload.clear()
+                    await self.reload("SIGHUP")
+        finally:
+            await self._shutdown(tasks)
+        return self.exit_code
+
+    def stop(self) -> None:
+        """Ask the service to shut down (thread-safe only through ``loop.call_soon_threadsafe``)."""
+        self._stop.set()
+
+    def _announce(self) -> None:
+        assert self.http is not None
+        lines = [f"cpcreds serve: status page {self.http.url}/  (also /v1/clusters, /metrics, /healthz, /readyz)"]
+        if self.settings.source == "directory":
+            lines.append(f"cpcreds serve: watching ClusterProfile files in {self._profiles_dir()}")
+        else:
+            lines.append("cpcreds serve: watching ClusterProfiles on the hub")
+        if self.writer is not None:
+            lines.append(f"cpcreds serve: kubeconfigs in {self.writer.directory} (all clusters: {self.writer.directory / MERGED_NAME})")
+        self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+        _log.info("serving", url=self.http.url, source=self.settings.source)
+
+    def _profiles_dir(self) -> Path:
+        if self.settings.profiles_dir is not None:
+            return self.settings.profiles_dir
+        return Path(self.config.source).resolve().parent / DEFAULT_PROFILES_DIR
+
+    async def _source(self) -> None:
+        if self.settings.source == "hub":
+            from .hub import HubSource
+
+            hub = HubSource(self.settings)
+            await hub.run(self._changes.put_nowait, self._listed_once)
+            return
+        directory = DirectorySource(self._profiles_dir())
+        while True:
+            change = await asyncio.to_thread(directory.scan)
+            if change:
+                self._changes.put_nowait(change)
+            if not self._listed:
+                self._listed_once()
+            await asyncio.sleep(self.settings.scan_interval)
+
+    def _listed_once(self) -> None:
+        # Queued behind the first listing's change, so readiness waits for those profiles.
+        self._changes.put_nowait(None)
+
+    async def _consume(self) -> None:
+        while True:
+            change = await self._changes.get()
+            if change is None:
+                if not self._listed:
+                    self._listed = True
+                    assert self.keeper is not None
+                    self.keeper.inventory_loaded()
+                continue
+            self._apply(change)
+
+    async def _housekeeping(self) -> None:
+        """Once a second: the merged kubeconfig, the config file's change, first-sync progress."""
+        config_path = Path(self.config.source)
+        seen = _signature(config_path)
+        terminal = hasattr(self.out, "isatty") and self.out.isatty()
+        shown_ready = False
+        while True:
+            await asyncio.sleep(1.0 if self.keeper is None or self.keeper.ready else 0.25)
+            if self.writer is not None and self.keeper is not None and (self.keeper.ready or self._listed):
+                self.writer.flush()
+            if self.settings.watch_config:
+                now = _signature(config_path)
+                if now != seen:
+                    seen = now
+                    await self.reload("the config file changed")
+            keeper = self.keeper
+            if keeper is None:
+                continue
+            if not keeper.ready and terminal:
+                done, total = keeper.progress
+                self.out.write(f"\rcpcreds serve: first sync {done}/{total} profiles")
+                self.out.flush()
+            elif keeper.ready and not shown_ready:
+                shown_ready = True
+                counts = self.board.counts()
+                summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no profiles"
+                self.out.write(("\r" if terminal else "") + f"cpcreds serve: ready: {summary}\n")
+                self.out.flush()
+                _log.info("first sync done", **counts)
+
+    async def reload(self, why: str) -> bool:
+        """Re-read the provider config; on success, swap in a new engine and keeper. A config that
+        does not load leaves the running one in place (and says why)."""
+        problem = None
+        try:
+            config = load_config(self.config.source)
+            if self.registry is None:
+                ProviderRegistry().create_all(config)
+        except CredentialError as exc:
+            problem = str(exc)
+        if problem is not None:
+            _log.error("config reload failed; keeping the running config", why=why, error=problem)
+            self.out.write(f"cpcreds serve: config reload failed, keeping the running config: {problem}\n")
+            self.out.flush()
+            return False
+        old_keeper, old_engine = self.keeper, self.engine
+        self._start_generation(config)
+        if old_keeper is not None and old_engine is not None:
+            await self._end_generation(old_keeper, old_engine)
+        _log.info("config reloaded", why=why, providers=len(config.providers))
+        return True
+
+    async def _shutdown(self, tasks: list[asyncio.Task[Any]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        timeout = self.settings.shutdown_timeout
+        if self.engine is not None:
+            self.engine.close()  # kills running plugins and releases every waiter at once
+        if self.keeper is not None:
+            try:
+                await asyncio.wait_for(self.keeper.close(), timeout)
+            except asyncio.TimeoutError:
+                _log.warning("shutdown: some fetches did not stop in time", timeout=timeout)
+        if self.writer is not None:
+            self.writer.flush()
+        if self.http is not None:
+            self.http.stop()
+        _log.info("stopped")
+
+
+def _signature(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
