@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import dataclasses
 import json
 import logging
+import os
 import pickle
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from cpcreds import ClusterProfile, NoMatchingProvider, ProfileError, resolve
+from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, access, resolve
 from cpcreds.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
+from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 ARGS = {"additional_args": ["--audience", "https://spoke-1"]}
@@ -399,3 +406,196 @@ def test_mask_args_hides_what_log_redaction_would_hide(args: list[str], shown: l
     from cpcreds.access import mask_args
 
     assert mask_args(args) == shown
+
+
+# -- profile dicts read directly (the cold path) -------------------------------------------------
+#
+# resolve() reads a well-formed profile dict without the pydantic models and defers everything
+# else to the validating path. These tests hold the two to the same answers.
+
+
+class _Text(str):
+    """A str subclass: pydantic takes it, the direct reading defers it."""
+
+
+def _mostly(good: st.SearchStrategy, *odd: object) -> st.SearchStrategy:
+    """``good``, or one in twenty times one of the ``odd`` values."""
+    # Not 0 or 19: hypothesis draws the ends of a range far more often than one in twenty times.
+    return st.integers(0, 19).flatmap(lambda draw: st.sampled_from(odd) if draw == 7 else good)
+
+
+_texts = st.one_of(st.text(max_size=6), st.sampled_from(["", "a\x00b", "\ud800", "fleet", "p"]))
+_odd_values = (None, 1, 1.5, True, b"x", [], {}, _Text("t"))
+_text_field = _mostly(_texts, *_odd_values)
+_flag_field = _mostly(st.booleans(), None, 0, 1, "true", 1.0, _Text("x"))
+_ca_field = _mostly(
+    st.binary(max_size=8).map(lambda data: base64.b64encode(data).decode()), "", "not base64!", "YQ", "é", b"YQ==", None, 3
+)
+_json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=8,
+)
+_extension_names = st.sampled_from([EXEC_EXTENSION, ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, "other"])
+_extension_values = st.one_of(
+    _json_values,
+    st.lists(st.one_of(st.text(max_size=5), st.integers(), st.booleans()), max_size=3),
+    st.dictionaries(st.sampled_from(["A", "B", "PATH", "1X", "", "LD_X"]), st.one_of(st.text(max_size=5), st.integers(), st.none()), max_size=3),
+    st.just(float("nan")),
+)
+_extension = _mostly(
+    st.fixed_dictionaries({"name": _mostly(_extension_names, None, 1, _Text(EXEC_EXTENSION))}, optional={"extension": _extension_values, "x": _texts}),
+    None, "x", [], {"extension": 1},
+)
+def _rarely_with(base: st.SearchStrategy, key: str, value: st.SearchStrategy) -> st.SearchStrategy:
+    """``base`` (a dict), one in twenty times with ``key`` added."""
+    return st.tuples(base, st.integers(0, 19), value).map(lambda drawn: {**drawn[0], key: drawn[2]} if drawn[1] == 7 else drawn[0])
+
+
+_cluster = _rarely_with(
+    st.fixed_dictionaries(
+        {"server": _mostly(st.sampled_from(["https://a.test", "https://b.test:6443"]), "", *_odd_values)},
+        optional={
+            "tls-server-name": _text_field,
+            "insecure-skip-tls-verify": _flag_field,
+            "certificate-authority": _text_field,
+            "certificate-authority-data": _ca_field,
+            "proxy-url": _text_field,
+            "disable-compression": _flag_field,
+            "extensions": _mostly(st.lists(_extension, max_size=3), None, (), "x", {}),
+            "unknown": _texts,
+        },
+    ),
+    "tls_server_name",
+    _texts,
+)
+_provider = _mostly(
+    st.fixed_dictionaries(
+        {"name": _mostly(st.sampled_from(["p", "q", "other"]), *_odd_values), "cluster": _mostly(_cluster, None, "x", [])},
+        optional={"extra": _texts},
+    ),
+    None, "p", [],
+)
+_providers = _mostly(st.lists(_provider, min_size=1, max_size=3), None, (), [], "p", {})
+_metadata = _rarely_with(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "name": _text_field, "namespace": _text_field, "uid": _text_field, "resourceVersion": _text_field,
+            "generation": _mostly(st.integers(), None, True, "3", 2.0), "labels": _json_values,
+        },
+    ),
+    "resource_version",
+    _texts,
+)  # fmt: skip
+_status = _mostly(
+    _rarely_with(
+        _rarely_with(st.fixed_dictionaries({"accessProviders": _providers}, optional={"conditions": _json_values}), "access_providers", _providers),
+        "credentialProviders",
+        st.sampled_from([[], None, (), [{"name": "p"}], "x"]),
+    ),
+    None, [], {},
+)
+_profiles = _rarely_with(
+    st.fixed_dictionaries(
+        {"status": _status},
+        optional={
+            "apiVersion": _text_field, "kind": _text_field, "metadata": _metadata,
+            "spec": _mostly(st.dictionaries(st.text(max_size=4), _json_values, max_size=2), None, [], {1: "x"}, "s"),
+        },
+    ),
+    "api_version",
+    _texts,
+)  # fmt: skip
+_configs = [
+    config_of(exec_entry("p")),
+    config_of(exec_entry("p", provideClusterInfo=True, installHint="pip install p")),
+    config_of(
+        exec_entry("q", env=[{"name": "A", "value": "1"}, {"name": "A", "value": "2"}], provideClusterInfo=True),
+        exec_entry("p", profileSourcedCLIArgsPolicy="Append", profileSourcedEnvVarsPolicy="AppendIfNotExists"),
+    ),
+    config_of(exec_entry("p", env=[{"name": "B", "value": "b"}], profileSourcedCLIArgsPolicy="Append", profileSourcedEnvVarsPolicy="Replace")),
+    config_of({"name": "p", "type": "file", "options": {"tokenFile": "/t"}}, exec_entry("q")),
+]
+
+
+def _answer(call: Any, *args: Any) -> Any:
+    """A plan's whole identity, or the error's type and message."""
+    try:
+        plan = call(*args)
+    except CredentialError as exc:
+        return type(exc).__name__, str(exc)
+    if plan is None:
+        return None
+    return plan.key, repr(plan), plan.to_dict(show_values=True), plan.cluster, plan.exec, dict(plan.options), plan.timeout
+
+
+def key_as_before(plan: AccessPlan) -> str:
+    """The plan key as one JSON encoding of the whole identity (how it was first built)."""
+    sees_cluster = plan.exec is None or plan.exec.provide_cluster_info
+    identity = {
+        "provider": plan.provider,
+        "kind": plan.kind,
+        "timeout": plan.timeout,
+        "exec": None if plan.exec is None else {**plan.exec.to_dict(show_values=True), "installHint": plan.exec.install_hint},
+        "options": dict(plan.options),
+        "cluster": cluster_to_wire(plan.cluster) if sees_cluster else None,
+    }
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profile=_profiles, config=st.sampled_from(_configs))
+def test_a_profile_dict_read_directly_gives_the_validated_plan_and_errors(profile: dict, config: Any) -> None:
+    before = copy.deepcopy(profile)
+    try:
+        plan = access._resolve_plain(config, profile)
+    except Exception:  # the direct reading may give up any way it likes; resolve() then validates
+        plan = None
+    direct = None if plan is None else _answer(lambda: plan)
+    validated = _answer(access._resolve_validated, config, profile)
+    event("read directly" if direct is not None else "validated")
+    if direct is not None:
+        assert direct == validated
+        assert direct[0] == key_as_before(access._resolve_validated(config, profile))
+    assert _answer(resolve, config, profile) == validated
+    assert profile == before
+
+
+def test_a_kubernetes_client_profile_dict_is_read_directly() -> None:
+    config = _configs[3]
+    profile = cluster_profile(
+        "c",
+        access_provider("p", ca_pem=b"-----BEGIN CERTIFICATE-----", exec_extension={"a": [1]}, additional_args=["--x"], additional_envs={"E": "1"}),
+        uid="u",
+        resource_version="7",
+    )
+    profile["status"]["accessProviders"][0]["cluster"].update({"tls-server-name": "t", "insecure-skip-tls-verify": True, "proxy-url": "http://p"})
+    direct = access._resolve_plain(config, profile)
+    assert direct is not None
+    assert _answer(lambda: direct) == _answer(access._resolve_validated, config, profile)
+
+
+def test_the_direct_reading_knows_every_field_of_the_profile_models() -> None:
+    # A field added to a model must be checked by the direct reading too (or send it to pydantic).
+    from cpcreds.api import AccessProvider, ClusterProfileStatus, KubeconfigCluster, NamedExtension, ObjectMeta
+
+    def aliases(model: Any) -> set[str]:
+        return {info.alias or name for name, info in model.model_fields.items()}
+
+    assert aliases(ClusterProfile) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    assert aliases(ObjectMeta) == {*access._META_TEXT, "generation"}
+    assert aliases(ClusterProfileStatus) == {"accessProviders", "credentialProviders"}
+    assert aliases(AccessProvider) == {"name", "cluster"}
+    assert aliases(KubeconfigCluster) == {*access._CLUSTER_TEXT, *access._CLUSTER_FLAGS, "certificate-authority-data", "extensions"}
+    assert aliases(NamedExtension) == {"name", "extension"}
+
+
+def test_plan_key_is_the_json_of_the_whole_identity() -> None:
+    profile = cluster_profile("c", access_provider("p", exec_extension={"z": 1, "a": [None, 1.5]}))
+    plans = [resolve(config, profile) for config in _configs[:4]]
+    plans.append(resolve(_configs[4], cluster_profile("c", access_provider("p"))))
+    plans.append(AccessPlan(provider="p", kind="x", cluster=plans[0].cluster, timeout=5, options={"b": [1], "a": "x"}))
+    plans.append(dataclasses.replace(plans[1], timeout=float("inf")))
+    for plan in plans:
+        assert plan.key == key_as_before(plan)

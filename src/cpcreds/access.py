@@ -12,6 +12,7 @@ plans share one credential, as client-go shares one authenticator per exec confi
 from __future__ import annotations
 
 import base64
+import dataclasses
 import difflib
 import json
 import re
@@ -29,7 +30,11 @@ from .api import (
     EXEC_EXTENSION,
     AccessProvider,
     ClusterProfile,
+    ClusterProfileStatus,
     ExecCluster,
+    KubeconfigCluster,
+    NamedExtension,
+    ObjectMeta,
     unpassable_text,
 )
 from .config import ProviderConfig, ProviderEntry, describe_validation_error
@@ -211,15 +216,10 @@ class AccessPlan:
 
     def __post_init__(self) -> None:
         sees_cluster = self.exec is None or self.exec.provide_cluster_info
-        identity = {
-            "provider": self.provider,
-            "kind": self.kind,
-            "timeout": self.timeout,
-            "exec": None if self.exec is None else {**self.exec.to_dict(show_values=True), "installHint": self.exec.install_hint},
-            "options": dict(self.options),
-            "cluster": cluster_to_wire(self.cluster) if sees_cluster else None,
-        }
-        object.__setattr__(self, "key", _KEY_ENCODER.encode(identity))
+        cluster = _KEY_ENCODER.encode(cluster_to_wire(self.cluster)) if sees_cluster else "null"
+        # The JSON of {cluster, exec, kind, options, provider, timeout} with sorted keys; all but
+        # the cluster is the same for every plan of a config entry, so it is encoded once.
+        object.__setattr__(self, "key", '{"cluster":' + cluster + "," + _key_tail(self))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AccessPlan) and other.key == self.key
@@ -237,6 +237,36 @@ class AccessPlan:
             out["type"] = self.kind
             out["options"] = json.loads(json.dumps(dict(self.options), default=str))
         return out
+
+
+#: (id(exec), provider, kind, timeout) -> (exec, key tail). Holding the ExecSpec keeps its id
+#: from being reused while the entry exists.
+_KEY_TAILS: dict[tuple[int, str, str, float], tuple[ExecSpec | None, str]] = {}
+_MAX_KEY_TAILS = 1024
+
+
+def _key_tail(plan: AccessPlan) -> str:
+    """Everything of ``plan.key`` after the cluster: ``"exec":...,"timeout":...}``."""
+    spec = plan.exec
+    cacheable = not plan.options and type(plan.provider) is str and type(plan.kind) is str and type(plan.timeout) is float
+    if cacheable:
+        cache_key = (id(spec), plan.provider, plan.kind, plan.timeout)
+        cached = _KEY_TAILS.get(cache_key)
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+    identity = {
+        "exec": None if spec is None else {**spec.to_dict(show_values=True), "installHint": spec.install_hint},
+        "kind": plan.kind,
+        "options": dict(plan.options),
+        "provider": plan.provider,
+        "timeout": plan.timeout,
+    }
+    tail = _KEY_ENCODER.encode(identity)[1:]
+    if cacheable:
+        if len(_KEY_TAILS) >= _MAX_KEY_TAILS:  # plans whose profiles add args or env each have a spec
+            _KEY_TAILS.clear()
+        _KEY_TAILS[cache_key] = (spec, tail)
+    return tail
 
 
 def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile:
@@ -315,6 +345,17 @@ def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any])
     the config has) or :class:`~cpcreds.errors.ProfileError` for a malformed profile (one without
     ``status.accessProviders`` included). The plan shares nothing mutable with ``profile``.
     """
+    if type(profile) is dict:
+        try:
+            plan = _resolve_plain(config, profile)
+        except Exception:  # anything unusual: the validating path decides, and words the error
+            plan = None
+        if plan is not None:
+            return plan
+    return _resolve_validated(config, profile)
+
+
+def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
     model = parse_profile(profile)
     offered = _offered_providers(model)
     if not offered:
@@ -328,8 +369,138 @@ def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any])
     for entry in config.providers:
         access = offered.get(entry.name)
         if access is not None:
-            return _plan(entry, access, model.ref)
+            return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref)
     raise NoMatchingProvider(model.ref, list(offered), config.names)
+
+
+# -- profiles as plain dicts ---------------------------------------------------------------------
+#
+# Most profiles arrive as the dicts the kubernetes client returns, every value of exactly the type
+# its field expects. Validating those through the pydantic models costs more than the rest of
+# resolve, and a controller meeting a new cluster pays it just before running a plugin, with
+# nothing in the CPU's caches. So such a dict is read directly, checking what the models would
+# check. Anything else goes down the validating path, which alone words errors: a value of another
+# type (even one pydantic would convert), a field spelled by its Python name, the deprecated
+# credentialProviders (which log a warning), a profile offering nothing the config has, or any
+# error while building the plan. tests/test_access.py compares both paths on generated profiles.
+
+#: Fields the models also accept under their Python names (``populate_by_name``); which spelling
+#: wins when a dict has both is pydantic's business.
+_PYTHON_SPELLINGS = frozenset(
+    name
+    for model in (ClusterProfile, ObjectMeta, ClusterProfileStatus, AccessProvider, KubeconfigCluster, NamedExtension)
+    for name, info in model.model_fields.items()
+    if info.alias is not None and info.alias != name
+)
+_META_TEXT = ("name", "namespace", "uid", "resourceVersion")
+_CLUSTER_TEXT = ("server", "tls-server-name", "certificate-authority", "proxy-url")
+_CLUSTER_FLAGS = ("insecure-skip-tls-verify", "disable-compression")
+
+#: What a plan is built from: (server, tls_server_name, insecure_skip_tls_verify,
+#: certificate_authority_data, proxy_url, disable_compression, {extension name: value}).
+_Source = tuple[str, str, bool, bytes, str, bool, dict[str, Any]]
+
+
+class _NotPlain(Exception):
+    """The profile dict is not one the direct reading handles."""
+
+
+def _resolve_plain(config: ProviderConfig, profile: dict[str, Any]) -> AccessPlan | None:
+    """The plan for a well-formed profile dict, or None (or any exception) for the validating path."""
+    offered = _read_plain(profile)
+    for entry in config.providers:
+        if entry.name in offered:
+            # The ref is only for errors, and errors here are the validating path's to raise.
+            return _plan(entry, entry.name, offered[entry.name], "")
+    return None
+
+
+def _read_plain(profile: dict[str, Any]) -> dict[str, _Source | None]:
+    """Access-provider name -> its cluster, for a profile dict the models would accept unchanged."""
+    if not _PYTHON_SPELLINGS.isdisjoint(profile):
+        raise _NotPlain
+    if type(profile.get("apiVersion", "")) is not str or type(profile.get("kind", "")) is not str:
+        raise _NotPlain
+    meta = profile.get("metadata")
+    if meta is not None:
+        if type(meta) is not dict or not _PYTHON_SPELLINGS.isdisjoint(meta):
+            raise _NotPlain
+        for key in _META_TEXT:
+            if type(meta.get(key, "")) is not str:
+                raise _NotPlain
+        generation = meta.get("generation")
+        if generation is not None and type(generation) is not int:
+            raise _NotPlain
+    spec = profile.get("spec")
+    if spec is not None and (type(spec) is not dict or not all(type(key) is str for key in spec)):
+        raise _NotPlain
+    status = profile.get("status")
+    if type(status) is not dict or not _PYTHON_SPELLINGS.isdisjoint(status):
+        raise _NotPlain
+    deprecated = status.get("credentialProviders")
+    if deprecated is not None and not (type(deprecated) in (list, tuple) and not deprecated):
+        raise _NotPlain
+    providers = status.get("accessProviders")
+    if type(providers) is not list and type(providers) is not tuple:
+        raise _NotPlain
+    offered: dict[str, _Source | None] = {}
+    for provider in providers:
+        if type(provider) is not dict or not _PYTHON_SPELLINGS.isdisjoint(provider):
+            raise _NotPlain
+        name = provider.get("name")
+        if type(name) is not str:
+            raise _NotPlain
+        cluster = provider.get("cluster")
+        offered[name] = None if cluster is None else _read_plain_cluster(cluster)
+    return offered
+
+
+def _read_plain_cluster(cluster: Any) -> _Source:
+    if type(cluster) is not dict or not _PYTHON_SPELLINGS.isdisjoint(cluster):
+        raise _NotPlain
+    for key in _CLUSTER_TEXT:
+        if type(cluster.get(key, "")) is not str:
+            raise _NotPlain
+    for key in _CLUSTER_FLAGS:
+        if type(cluster.get(key, False)) is not bool:
+            raise _NotPlain
+    ca_text = cluster.get("certificate-authority-data", "")
+    if type(ca_text) is not str:
+        raise _NotPlain
+    ca_data = base64.b64decode(ca_text, validate=True) if ca_text else b""  # binascii.Error: not plain
+    extensions: dict[str, Any] = {}
+    listed = cluster.get("extensions")
+    if listed is not None:
+        if type(listed) is not list and type(listed) is not tuple:
+            raise _NotPlain
+        for extension in listed:
+            if type(extension) is not dict or type(extension.get("name")) is not str:
+                raise _NotPlain
+            extensions[extension["name"]] = extension.get("extension")
+    return (
+        cluster.get("server", ""),
+        cluster.get("tls-server-name", ""),
+        cluster.get("insecure-skip-tls-verify", False),
+        ca_data,
+        cluster.get("proxy-url", ""),
+        cluster.get("disable-compression", False),
+        extensions,
+    )
+
+
+def _source_of(cluster: KubeconfigCluster) -> _Source:
+    return (
+        cluster.server,
+        cluster.tls_server_name,
+        cluster.insecure_skip_tls_verify,
+        cluster.certificate_authority_data,
+        cluster.proxy_url,
+        cluster.disable_compression,
+        {extension.name: extension.extension for extension in cluster.extensions},
+    )
+
+
+# -- building the plan ---------------------------------------------------------------------------
 
 
 def _frozen(value: Any, where: str, ref: str) -> Any:
@@ -341,24 +512,54 @@ def _frozen(value: Any, where: str, ref: str) -> Any:
     raise ProfileError(f"{where}: {problem}", profile=ref)
 
 
-def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
-    where = f"status.accessProviders[name={access.name}].cluster"
-    if access.cluster is None:
-        raise ProfileError(f"{where} is missing", profile=ref)
-    source = access.cluster
-    if not source.server:
-        raise ProfileError(f"{where}.server is empty", profile=ref)
-    extensions = {ext.name: ext.extension for ext in source.extensions}
+#: id(entry) -> (entry, its ExecSpec before profile-sourced args and env). Entries are frozen,
+#: so the spec never goes stale; holding the entry keeps its id from being reused.
+_CONFIGURED_SPECS: dict[int, tuple[ProviderEntry, ExecSpec]] = {}
+_MAX_CONFIGURED_SPECS = 1024
+
+
+def _configured_spec(entry: ProviderEntry) -> ExecSpec:
+    """The entry's ExecSpec as configured, one per entry: every plan of the entry shares it (and
+    so the cached end of its key, see :func:`_key_tail`) unless its profile adds args or env."""
+    cached = _CONFIGURED_SPECS.get(id(entry))
+    if cached is not None and cached[0] is entry:
+        return cached[1]
+    base = entry.exec_config
+    assert base is not None
+    spec = ExecSpec(
+        api_version=str(base.api_version),
+        command=base.command,
+        args=tuple(base.args),
+        env=tuple((var.name, var.value) for var in base.env),
+        provide_cluster_info=base.provide_cluster_info,
+        interactive_mode=str(base.interactive_mode or "Never"),
+        install_hint=base.install_hint,
+        stdin_unavailable=base.stdin_unavailable,
+    )
+    if len(_CONFIGURED_SPECS) >= _MAX_CONFIGURED_SPECS:  # configs reloaded many times over
+        _CONFIGURED_SPECS.clear()
+    _CONFIGURED_SPECS[id(entry)] = (entry, spec)
+    return spec
+
+
+def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> AccessPlan:
+    if source is None:
+        raise ProfileError(f"{_cluster_at(name)} is missing", profile=ref)
+    server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, extensions = source
+    if not server:
+        raise ProfileError(f"{_cluster_at(name)}.server is empty", profile=ref)
     # A deep, read-only copy: neither the caller (changing its profile dict after resolve) nor a
     # provider (changing plan.cluster.config) can change the plan or its key.
-    config = _frozen(extensions.get(EXEC_EXTENSION), f"{where}.extensions[{EXEC_EXTENSION}]", ref)
+    config = extensions.get(EXEC_EXTENSION)
+    if config is not None:
+        config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", ref)
     cluster = ExecCluster(
-        server=source.server,
-        tls_server_name=source.tls_server_name,
-        insecure_skip_tls_verify=source.insecure_skip_tls_verify,
-        certificate_authority_data=source.certificate_authority_data,
-        proxy_url=source.proxy_url,
-        disable_compression=source.disable_compression,
+        server=server,
+        tls_server_name=tls_server_name,
+        insecure_skip_tls_verify=insecure_skip_tls_verify,
+        certificate_authority_data=ca_data,
+        proxy_url=proxy_url,
+        disable_compression=disable_compression,
         config=config,
     )
     if entry.exec_config is None:
@@ -369,26 +570,23 @@ def _plan(entry: ProviderEntry, access: AccessProvider, ref: str) -> AccessPlan:
             options=MappingProxyType(plain_copy(dict(entry.options))),
             timeout=entry.timeout,
         )
-    base = entry.exec_config
-    args = tuple(base.args)
+    spec = _configured_spec(entry)
+    args, env, changed = spec.args, spec.env, False
     if entry.profile_sourced_cli_args_policy == "Append" and ADDITIONAL_ARGS_EXTENSION in extensions:
-        args += _additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], f"{where}.extensions[{ADDITIONAL_ARGS_EXTENSION}]", ref)
-    env = tuple((var.name, var.value) for var in base.env)
+        where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ARGS_EXTENSION}]"
+        args, changed = args + _additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], where, ref), True
     policy = entry.profile_sourced_env_vars_policy
     if policy != "Ignore" and ADDITIONAL_ENVS_EXTENSION in extensions:
-        extra = _additional_envs(extensions[ADDITIONAL_ENVS_EXTENSION], f"{where}.extensions[{ADDITIONAL_ENVS_EXTENSION}]", ref)
-        env = _merge_env(env, extra, profile_wins=policy == "Replace")
-    spec = ExecSpec(
-        api_version=str(base.api_version),
-        command=base.command,
-        args=args,
-        env=env,
-        provide_cluster_info=base.provide_cluster_info,
-        interactive_mode=str(base.interactive_mode or "Never"),
-        install_hint=base.install_hint,
-        stdin_unavailable=base.stdin_unavailable,
-    )
+        where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ENVS_EXTENSION}]"
+        extra = _additional_envs(extensions[ADDITIONAL_ENVS_EXTENSION], where, ref)
+        env, changed = _merge_env(env, extra, profile_wins=policy == "Replace"), True
+    if changed:
+        spec = dataclasses.replace(spec, args=args, env=env)
     return AccessPlan(provider=entry.name, kind="exec", cluster=cluster, exec=spec, timeout=entry.timeout)
+
+
+def _cluster_at(name: str) -> str:
+    return f"status.accessProviders[name={name}].cluster"
 
 
 #: Longest profile-sourced argument or variable value, and most of them (a plugin's argv and
