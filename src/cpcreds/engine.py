@@ -240,6 +240,7 @@ class CredentialEngine:
         #: purged entries); the metrics collector adds the live entries' hits at scrape time.
         self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
         self._metric_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._exec_call_children: dict[tuple[int, str], Any] = {}  # (code, call_status) -> counter
         self.metrics.watch_lookups(self)
 
     @classmethod
@@ -252,9 +253,9 @@ class CredentialEngine:
     def resolve(self, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
         """The plan for ``profile`` (remembered under the profile's identity)."""
         identity = _profile_identity(profile)
-        plan = self._plans.get(identity) if identity is not None else None
-        if plan is not None:
-            return plan
+        return self._plans.get(identity) or self._resolve(profile, identity)
+
+    def _resolve(self, profile: ClusterProfile | Mapping[str, Any], identity: Any) -> AccessPlan:
         plan = resolve(self.config, profile)
         if identity is not None:
             with self._lock:
@@ -272,8 +273,8 @@ class CredentialEngine:
 
         Raises only :class:`CredentialError` subclasses (and ``KeyboardInterrupt`` /
         ``SystemExit``, which pass through untouched)."""
-        plan = self._plans.get(_profile_identity(profile))
-        return self.get_credential_for_plan(plan or self.resolve(profile))
+        identity = _profile_identity(profile)
+        return self.get_credential_for_plan(self._plans.get(identity) or self._resolve(profile, identity))
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`get_credential`, for a plan already resolved."""
@@ -298,8 +299,8 @@ class CredentialEngine:
         worker thread, a provider's ``async def aget_credential`` in a task of its own on this
         loop. Cancelling this call (a timeout, a TaskGroup abort) cancels only this caller's wait.
         """
-        plan = self._plans.get(_profile_identity(profile))
-        return await self.aget_credential_for_plan(plan or self.resolve(profile))
+        identity = _profile_identity(profile)
+        return await self.aget_credential_for_plan(self._plans.get(identity) or self._resolve(profile, identity))
 
     async def aget_credential_for_plan(self, plan: AccessPlan) -> Credential:
         """As :meth:`aget_credential`, for a plan already resolved."""
@@ -560,7 +561,10 @@ class CredentialEngine:
             return  # it waited for a fetch slot and never ran
         else:
             code, status = 1, CLIENT_INTERNAL_ERROR
-        metrics.exec_plugin_calls.labels(str(code), status).inc()
+        calls = self._exec_call_children.get((code, status))
+        if calls is None:
+            calls = self._exec_call_children[(code, status)] = metrics.exec_plugin_calls.labels(str(code), status)
+        calls.inc()
 
     def _note_certificate(self, plan: AccessPlan, old: Credential | None, new: Credential) -> None:
         if new.certificate_not_after is None and (old is None or old.certificate_not_after is None):

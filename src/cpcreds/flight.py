@@ -36,19 +36,22 @@ class Flight:
     """The outcome of one fetch, once it is known. Thread-safe; waiters may be threads or tasks
     on any event loop."""
 
-    __slots__ = ("credential", "error", "abandoned", "_done", "_lock", "_loop_waiters")
+    __slots__ = ("credential", "error", "abandoned", "_ended", "_event", "_lock", "_loop_waiters")
 
     def __init__(self) -> None:
         self.credential: Credential | None = None
         self.error: CredentialError | None = None
         #: True when the work stopped without an outcome; waiters should start over.
         self.abandoned = False
-        self._done = threading.Event()
+        self._ended = False
+        # Made by the first thread that has to block: most flights are waited for only by the
+        # thread that ran the fetch, after it ended, and need none.
+        self._event: threading.Event | None = None
         self._lock = threading.Lock()
         self._loop_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._ended
 
     # -- ending it (once) --------------------------------------------------------------------
 
@@ -64,11 +67,14 @@ class Flight:
     def _end(self, *, credential: Credential | None = None, error: CredentialError | None = None, abandoned: bool = False) -> bool:
         """Record the outcome and wake every waiter; False if the flight had already ended."""
         with self._lock:
-            if self._done.is_set():
+            if self._ended:
                 return False
             self.credential, self.error, self.abandoned = credential, error, abandoned
-            self._done.set()
+            self._ended = True
+            event = self._event
             waiters, self._loop_waiters = self._loop_waiters, []
+        if event is not None:
+            event.set()
         for loop, future in waiters:
             try:
                 loop.call_soon_threadsafe(_settle, future)
@@ -82,17 +88,25 @@ class Flight:
         """Block this thread until the flight ends (True) or ``timeout`` passes (False).
 
         Interruptible: Ctrl-C reaches the waiting thread as ``KeyboardInterrupt``."""
-        return self._done.wait(timeout)
+        if self._ended:
+            return True
+        with self._lock:
+            if self._ended:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     async def wait_async(self) -> None:
         """Wait on the running loop until the flight ends. Cancelling the awaiting task cancels
         only its own wait."""
-        if self._done.is_set():
+        if self._ended:
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:
-            if self._done.is_set():
+            if self._ended:
                 return
             self._loop_waiters.append((loop, future))
         try:

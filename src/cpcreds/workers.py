@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -86,8 +85,9 @@ class Workers:
         self.max_per_provider = max_per_provider
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
+        self._queued = 0  # fetches waiting for a slot: release() wakes them only when there are some
         self._running = 0
-        self._per_provider: collections.Counter[str] = collections.Counter()
+        self._per_provider: dict[str, int] = {}
         self._abandoned: dict[Hashable, _Call] = {}
         self._closed = False
 
@@ -96,29 +96,37 @@ class Workers:
     def acquire(self, provider: str, deadline: float) -> None:
         """Take one fetch slot for ``provider``; wait for one until ``deadline`` (monotonic).
         Pair every successful call with :meth:`release`."""
-        with self._freed:
-            while not self._closed and (self._running >= self.max_concurrent or self._per_provider[provider] >= self.max_per_provider):
+        # The plain lock (the condition's own) where nothing waits: this runs on every fetch.
+        with self._lock:
+            while not self._closed and (self._running >= self.max_concurrent or self._per_provider.get(provider, 0) >= self.max_per_provider):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ProviderTimeout(
                         f"no fetch slot became free before the deadline ({self._running} fetches running, "
-                        f"{self._per_provider[provider]} of them for this provider; limits "
+                        f"{self._per_provider.get(provider, 0)} of them for this provider; limits "
                         f"{self.max_concurrent} and {self.max_per_provider} per provider)",
                         provider=provider,
                     )
-                self._freed.wait(remaining)
+                self._queued += 1
+                try:
+                    self._freed.wait(remaining)
+                finally:
+                    self._queued -= 1
             if self._closed:
                 raise EngineClosed("engine closed: this CredentialEngine was closed")
             self._running += 1
-            self._per_provider[provider] += 1
+            self._per_provider[provider] = self._per_provider.get(provider, 0) + 1
 
     def release(self, provider: str) -> None:
-        with self._freed:
+        with self._lock:
             self._running -= 1
-            self._per_provider[provider] -= 1
-            if not self._per_provider[provider]:
+            left = self._per_provider[provider] - 1
+            if left:
+                self._per_provider[provider] = left
+            else:
                 del self._per_provider[provider]
-            self._freed.notify_all()
+            if self._queued:
+                self._freed.notify_all()
 
     # -- threads -----------------------------------------------------------------------------
 
