@@ -1,0 +1,76 @@
+"""The container recipe and the sample manifests: parsed and checked against what serve does
+(the image is not built in CI)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cpcreds import ProviderConfig
+from cpcreds.serve.settings import ServeSettings, parse_listen
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _objects() -> dict[str, dict[str, Any]]:
+    documents = [d for d in yaml.safe_load_all((ROOT / "deploy" / "serve.yaml").read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
+
+
+def test_the_manifests_are_the_expected_objects() -> None:
+    assert set(_objects()) == {
+        "Namespace/cpcreds-system",
+        "ServiceAccount/cpcreds",
+        "ClusterRole/cpcreds-clusterprofile-reader",
+        "ClusterRoleBinding/cpcreds-clusterprofile-reader",
+        "Role/cpcreds-secretreader",
+        "RoleBinding/cpcreds-secretreader",
+        "ConfigMap/cpcreds-config",
+        "Deployment/cpcreds",
+        "Service/cpcreds",
+    }
+
+
+def test_rbac_lets_serve_list_and_watch_clusterprofiles() -> None:
+    objects = _objects()
+    rules = objects["ClusterRole/cpcreds-clusterprofile-reader"]["rules"]
+    assert {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["clusterprofiles"], "verbs": ["get", "list", "watch"]} in rules
+    binding = objects["ClusterRoleBinding/cpcreds-clusterprofile-reader"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cpcreds", "namespace": "cpcreds-system"}]
+    assert objects["Role/cpcreds-secretreader"]["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+
+
+def test_the_configmap_is_a_valid_config_with_a_valid_serve_section() -> None:
+    text = _objects()["ConfigMap/cpcreds-config"]["data"]["providers.yaml"]
+    config = ProviderConfig.from_dict(yaml.safe_load(text), source="providers.yaml")
+    settings = ServeSettings.load({}, config.serve)
+    assert settings.in_cluster and settings.source == "hub"
+    assert parse_listen(settings.listen) == ("0.0.0.0", 9733)  # a pod must listen beyond loopback
+
+
+def test_the_deployment_runs_serve_with_the_mounted_config_and_its_probes() -> None:
+    objects = _objects()
+    pod = objects["Deployment/cpcreds"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "cpcreds"
+    (container,) = pod["containers"]
+    assert container["args"] == ["--config", "/etc/cpcreds/providers.yaml"]
+    assert {"name": "config", "mountPath": "/etc/cpcreds", "readOnly": True} in container["volumeMounts"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["ports"] == [{"name": "http", "containerPort": 9733}]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["terminationGracePeriodSeconds"] > 5  # serve's shutdown takes at most 5 s
+    assert objects["Service/cpcreds"]["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_the_dockerfile_installs_cpcreds_and_the_contrib_providers_and_runs_serve() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    assert lines[[i for i, line in enumerate(lines) if line.startswith("FROM ")][0]].startswith("FROM python:3.1")
+    assert "COPY plugins-contrib ./plugins-contrib" in lines
+    assert "RUN pip install . \\" in lines
+    entrypoint = json.loads(next(line for line in lines if line.startswith("ENTRYPOINT")).removeprefix("ENTRYPOINT"))
+    assert entrypoint == ["cpcreds", "serve"]
+    assert any(line.startswith("USER ") and line != "USER root" for line in lines)
