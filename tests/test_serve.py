@@ -242,3 +242,35 @@ def test_the_config_file_changing_reloads_it(start_serve: Any, tmp_path: Path) -
     (tmp_path / "providers.yaml").write_text(yaml.safe_dump({"providers": [{**MINT, "options": {"lifetime": 1800}}]}))
     running.until(lambda: running.service.engine is not engine, what="the reload")
     assert engine is not None and engine.closed
+
+
+def test_probes_record_reachability_and_latency(start_serve: Any, spoke: Any) -> None:
+    reachable = cluster_profile("up", access_provider("mint", spoke.url, ca_pem=spoke.ca_pem, exec_extension={"clusterName": "up", "token": "spoke-token"}))
+    rejected = cluster_profile("denied", access_provider("mint", spoke.url, ca_pem=spoke.ca_pem, exec_extension={"clusterName": "denied"}))
+    running = start_serve([MINT], {"a.yaml": reachable, "b.yaml": rejected}, probe_path="/version", probe_timeout="5s")
+    running.wait_ready()
+    clusters = running.until(lambda: (c := running.clusters()) and all(x["probe"] for x in c.values()) and c, what="both probes")
+    up, denied = clusters["fleet-system/up"]["probe"], clusters["fleet-system/denied"]["probe"]
+    assert up["ok"] is True and up["status"] == 200 and up["latencySeconds"] > 0
+    assert denied["ok"] is False and denied["status"] == 401
+    _, _, metrics = running.get("/metrics")
+    assert 'cpcreds_serve_probe_up{profile="fleet-system/up"} 1.0' in metrics
+    assert 'cpcreds_serve_probe_up{profile="fleet-system/denied"} 0.0' in metrics
+    assert any(r.path.startswith("/version") for r in spoke.requests)
+
+
+def test_the_status_page_renders_in_headless_chromium(start_serve: Any, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    browser = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+    if browser is None:
+        pytest.skip("no chromium on this machine")
+    running = start_serve([MINT], {"a.yaml": mint_profile("browser")})
+    running.wait_ready()
+    result = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", running.url + "/"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fleet-system/browser" in result.stdout and "<table>" in result.stdout

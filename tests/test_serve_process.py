@@ -188,3 +188,35 @@ def test_sighup_with_a_broken_config_keeps_serving(serve: Any, tmp_path: Path) -
         assert response.status == 200
     code, _ = process.stop()
     assert code == 0
+
+
+def test_kubectl_reaches_a_cluster_through_the_kubeconfig_serve_wrote(serve: Any, tmp_path: Path, spoke: Any) -> None:
+    import shutil
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on this machine")
+    config = tmp_path / "providers.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"providers": [{"name": "token", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(FAKE_PLUGIN), "--token", "spoke-token", "--expires-in", "600"]}}]}
+        )
+    )
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "spoke.yaml").write_text(yaml.safe_dump(cluster_profile("kubectl", access_provider("token", spoke.url, ca_pem=spoke.ca_pem))))
+    kubeconfigs = tmp_path / "kubeconfigs"
+    process = serve("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs))
+    process.wait_for(r"ready: 1 ready")
+    process.wait_for(r"kubeconfigs in")
+    merged = kubeconfigs / "kubeconfig"
+    deadline = time.monotonic() + 10
+    while not merged.exists():
+        assert time.monotonic() < deadline, "no merged kubeconfig"
+        select.select([], [], [], 0.05)
+    result = subprocess.run(
+        [kubectl, "--kubeconfig", str(merged), "--context", "fleet-system/kubectl", "get", "namespaces", "-o", "name"],
+        capture_output=True, text=True, timeout=60, env={k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "namespace/default" in result.stdout
