@@ -1,0 +1,128 @@
+"""The ``spire`` provider's options, and the parsing shared with the other places values come from.
+
+An audience and a socket may also come from outside the options (the ClusterProfile's exec
+extension, ``SPIFFE_JWT_AUDIENCE``, ``SPIFFE_ENDPOINT_SOCKET``); :func:`parse_audience` and
+:func:`workload_address` check those with the same rules, so every source fails the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from spiffe import SpiffeId
+from spiffe.errors import PySpiffeError
+
+from cpcreds.config import json_type_name, parse_duration
+
+__all__ = ["SpireOptions", "parse_audience", "workload_address", "MAX_AUDIENCES", "MAX_AUDIENCE_CHARS"]
+
+#: Most audiences one token is asked for (SPIFFE recommends one).
+MAX_AUDIENCES = 16
+MAX_AUDIENCE_CHARS = 1024
+#: A unix socket path is at most 107 bytes on Linux (sun_path is 108, with the final NUL).
+MAX_SOCKET_PATH_BYTES = 107
+#: Longest wait asked for with ``timeout``.
+MAX_TIMEOUT = 3600.0
+
+
+def parse_audience(value: Any) -> tuple[str, ...]:
+    """One audience (a string) or several (a list of strings), as a tuple without repeats.
+
+    ``ValueError`` says what is wrong without quoting the value (it came from a profile).
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(f"must be a string or a list of strings, not {json_type_name(value)}")
+    if not items:
+        raise ValueError("must not be empty")
+    if len(items) > MAX_AUDIENCES:
+        raise ValueError(f"has more than {MAX_AUDIENCES} audiences")
+    audiences: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"must be a string or a list of strings, not a list holding {json_type_name(item)}")
+        if not item:
+            raise ValueError("must not hold an empty audience")
+        if len(item) > MAX_AUDIENCE_CHARS:
+            raise ValueError(f"holds an audience longer than {MAX_AUDIENCE_CHARS} characters")
+        if not item.isprintable():
+            raise ValueError("holds an audience with a control character")
+        if item not in audiences:
+            audiences.append(item)
+    return tuple(audiences)
+
+
+def workload_address(value: Any) -> str:
+    """The Workload API socket as ``unix:///absolute/path``, from that form, ``unix:/path`` or a
+    bare absolute path. ``ValueError`` otherwise: SPIRE agents serve the Workload API on a unix
+    socket, and the ``spiffe`` client supports nothing else."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {json_type_name(value)}")
+    path = value
+    if value.startswith("unix:"):
+        path = value[len("unix:") :]
+        if path.startswith("//"):
+            path = path[2:]
+            if not path.startswith("/"):
+                raise ValueError("must be unix:///path/to/socket (no host part) or an absolute path")
+    if not path.startswith("/"):
+        raise ValueError("must be unix:///path/to/socket or an absolute path (the Workload API is a unix socket)")
+    if not path.isprintable() or "?" in path or "#" in path:
+        raise ValueError("must be a plain socket path (no control characters, ? or #)")
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_SOCKET_PATH_BYTES:
+        raise ValueError(f"is longer than a unix socket path may be ({MAX_SOCKET_PATH_BYTES} bytes)")
+    return "unix://" + "/" + path.lstrip("/")
+
+
+class SpireOptions(BaseModel):
+    """The entry's ``options:`` (or the console script's flags). Unknown keys are errors.
+
+    ``socketPath`` and ``spiffeID`` are accepted too: the spellings of ``spire-agent api fetch
+    jwt``, so its flags carry over to ``cpcreds-spire``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    audience: tuple[str, ...] | None = None
+    socket: str | None = Field(default=None, validation_alias=AliasChoices("socket", "socketPath"))
+    spiffe_id: str | None = Field(default=None, validation_alias=AliasChoices("spiffeId", "spiffeID"))
+    #: Seconds; None: only the entry's timeout bounds the call.
+    timeout: float | None = None
+
+    @field_validator("audience", mode="before")
+    @classmethod
+    def _audience(cls, value: Any) -> Any:
+        return None if value is None else parse_audience(value)
+
+    @field_validator("socket", mode="before")
+    @classmethod
+    def _socket(cls, value: Any) -> Any:
+        return None if value is None else workload_address(value)
+
+    @field_validator("spiffe_id", mode="before")
+    @classmethod
+    def _spiffe_id(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string, not {json_type_name(value)}")
+        problem = None
+        try:
+            return str(SpiffeId(value))
+        except (PySpiffeError, ValueError):
+            # Not shown: the library quotes the value, and the message is ours to word.
+            problem = "must be a SPIFFE ID such as spiffe://example.org/workload"
+        raise ValueError(problem)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        # Go's `-timeout 0` (the SPIFFE exec plugin's spelling) means no limit of its own.
+        if value is None or value in ("0", 0):
+            return None
+        seconds = parse_duration(value)
+        if not 0 < seconds <= MAX_TIMEOUT:
+            raise ValueError("must be longer than zero and at most 1h")
+        return seconds
+
