@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 
+from .hub import HubServer
 from .pki import PKI
 from .spoke import SpokeServer
 
 #: The bearer token the ``spoke`` fixture accepts out of the box.
 SPOKE_TOKEN = "spoke-token"
+#: The bearer token the ``hub`` fixture accepts, allowed everything (get, list, watch everywhere).
+HUB_TOKEN = "hub-token"
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +45,25 @@ def make_spoke(pki: PKI) -> Iterator[Callable[..., SpokeServer]]:
 def spoke(make_spoke: Callable[..., SpokeServer]) -> SpokeServer:
     """A started spoke accepting token ``spoke-token`` and no client CN."""
     return make_spoke(tokens=[SPOKE_TOKEN])
+
+
+@pytest.fixture
+def make_hub(pki: PKI) -> Iterator[Callable[..., HubServer]]:
+    """Start hubs; takes HubServer's keyword arguments. Every hub made is stopped after the test."""
+    started: list[HubServer] = []
+
+    def make(**kwargs: Any) -> HubServer:
+        server = HubServer(pki, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def hub(make_hub: Callable[..., HubServer]) -> HubServer:
+    """A started, empty hub accepting token ``hub-token`` for everything; its kubeconfig is
+    ``hub.write_kubeconfig(path, HUB_TOKEN)``."""
+    return make_hub(tokens=[HUB_TOKEN])
