@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,20 @@ class DirectorySource:
         self.path = Path(path)
         self._files: dict[str, _File] = {}
         self._owner: dict[str, str] = {}  # key -> file that defines it
+        self._holders: dict[str, set[str]] = {}  # key -> every file that defines it
         self._problems: dict[str, str] = {}
+        #: How long the last full scan took: the service spaces full scans by it.
+        self.last_scan_seconds = 0.0
+
+    def folder_signature(self) -> tuple[int, int] | None:
+        """The folder's own mtime and inode: they change when a file is added, removed or
+        renamed into place (how editors and ``kubectl`` save), so an unchanged signature means
+        only in-place edits can have happened since the last scan."""
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_ino
 
     @property
     def problems(self) -> dict[str, str]:
@@ -75,11 +89,14 @@ class DirectorySource:
 
     def scan(self) -> Change:
         """Read added and changed files, forget removed ones; return what changed."""
+        started = time.perf_counter()
         change = Change()
         present = self._listing(change)
         touched: set[str] = set()
         for path in sorted(set(self._files) - set(present)):
-            touched.update(self._files.pop(path).profiles)
+            gone = self._files.pop(path).profiles
+            touched.update(gone)
+            self._unhold(path, gone)
             if self._problems.pop(path, None) is not None:
                 change.problems[path] = ""
         for path, signature in present.items():
@@ -100,10 +117,22 @@ class DirectorySource:
                 change.problems[path] = ""
             old = known.profiles if known is not None else {}
             self._files[path] = _File(signature, profiles)
+            self._unhold(path, old)
+            for key in profiles:
+                self._holders.setdefault(key, set()).add(path)
             touched.update(old)
             touched.update(key for key, profile in profiles.items() if old.get(key) != profile)
         self._settle(touched, change)
+        self.last_scan_seconds = time.perf_counter() - started
         return change
+
+    def _unhold(self, path: str, profiles: dict[str, dict[str, Any]]) -> None:
+        for key in profiles:
+            holders = self._holders.get(key)
+            if holders is not None:
+                holders.discard(path)
+                if not holders:
+                    del self._holders[key]
 
     def _listing(self, change: Change) -> dict[str, tuple[int, int, int]]:
         present: dict[str, tuple[int, int, int]] = {}
@@ -154,7 +183,8 @@ class DirectorySource:
     def _settle(self, touched: set[str], change: Change) -> None:
         """Decide, for every key whose files changed, which file's profile now stands."""
         for key in touched:
-            owner = next((path for path in sorted(self._files) if key in self._files[path].profiles), None)
+            holders = self._holders.get(key)
+            owner = min(holders) if holders else None
             if owner is None:
                 if self._owner.pop(key, None) is not None:
                     change.deletes.add(key)

@@ -38,6 +38,11 @@ _log = structlog.get_logger("cpcreds.serve")
 
 #: The directory source's folder when no source is given: next to the provider config.
 DEFAULT_PROFILES_DIR = "clusterprofiles"
+#: The engine's cache bound under serve (a runaway inventory stops growing memory here).
+_MAX_ENTRIES = 1_000_000
+#: A full rescan of the folder (a stat per file, catching in-place edits) uses at most about
+#: this share of a CPU; in between, the folder's own mtime catches added, removed and renamed files.
+_SCAN_CPU_SHARE = 0.01
 
 
 class Service:
@@ -78,7 +83,8 @@ class Service:
             config,
             registry=self.registry,
             prometheus_registry=self.metrics,  # metrics are per registry: engines of reloads share them
-            max_entries=max(1024, 2 * len(self._profiles) + 1024),
+            # Every profile stays cached: the keeper, not LRU eviction, decides what is dropped.
+            max_entries=_MAX_ENTRIES,
             max_concurrent_fetches=settings.concurrency,
             max_fetches_per_provider=settings.concurrency,
         )
@@ -185,10 +191,16 @@ class Service:
             await hub.run(self._changes.put_nowait, self._listed_once)
             return
         directory = DirectorySource(self._profiles_dir())
+        loop = asyncio.get_running_loop()
+        seen, last_full = None, float("-inf")
         while True:
-            change = await asyncio.to_thread(directory.scan)
-            if change:
-                self._changes.put_nowait(change)
+            folder = directory.folder_signature()
+            spacing = max(self.settings.scan_interval, directory.last_scan_seconds / _SCAN_CPU_SHARE)
+            if folder != seen or folder is None or loop.time() - last_full >= spacing:
+                seen, last_full = folder, loop.time()
+                change = await asyncio.to_thread(directory.scan)
+                if change:
+                    self._changes.put_nowait(change)
             if not self._listed:
                 self._listed_once()
             await asyncio.sleep(self.settings.scan_interval)

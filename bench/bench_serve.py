@@ -1,0 +1,152 @@
+"""``cpcreds serve`` at fleet scale: time to ready, memory, and idle CPU (issue 9).
+
+    .venv/bin/python bench/bench_serve.py [--sizes 1000,10000,50000] [--source directory|hub]
+
+For each size, writes that many ClusterProfiles (a folder of files, or objects on the local hub
+fake), starts the real ``cpcreds serve`` (a subprocess, exactly as a user runs it) with the fast
+in-process ``mint`` provider from tests/fakes/mint.py installed as a distribution, and reports:
+seconds from start to ``/readyz`` = 200, RSS at ready, CPU used over 5 s of steady state, and how
+long a profile added afterwards takes to show ``ready``. Targets at 10,000: ready <= 10 s,
+RSS <= 300 MB, steady-state CPU near idle; an added profile ready within 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes import mint  # noqa: E402
+
+CPCREDS = Path(sys.executable).with_name("cpcreds")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def profile(index: int) -> dict:
+    name = f"c{index:05d}"
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name, "namespace": "fleet", "uid": f"uid-{index}", "resourceVersion": "1"},
+        "status": {"accessProviders": [{"name": "mint", "cluster": {"server": f"https://{name}.test:6443", "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"clusterName": name}}]}}]},
+    }
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+    except OSError:
+        return 0, b""
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -> dict[str, float]:
+    config = workdir / "providers.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "mint", "type": "mint", "options": {"lifetime": 3600}}]}))
+    profiles = workdir / f"profiles-{size}"
+    args = [str(CPCREDS), "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--log-level", "warning", "--concurrency", "64"]
+    if source == "directory":
+        profiles.mkdir()
+        for index in range(size):
+            (profiles / f"c{index:05d}.json").write_text(json.dumps(profile(index)))
+        args += ["--profiles-dir", str(profiles)]
+    else:
+        for index in range(size):
+            hub.put(profile(index))  # type: ignore[attr-defined]
+        args += ["--hub-kubeconfig", str(hub.write_kubeconfig(workdir / "hub.kubeconfig"))]  # type: ignore[attr-defined]
+    env = {**os.environ, "PYTHONPATH": str(site), "CPCREDS_PLUGINS": "mint"}
+    started = time.monotonic()
+    process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = ""
+        assert process.stderr is not None
+        while not url:
+            line = process.stderr.readline()
+            if not line:
+                raise SystemExit(f"serve exited: {process.wait()}")
+            if "status page " in line:
+                url = line.split("status page ", 1)[1].split()[0].rstrip("/")
+        while get(url + "/readyz")[0] != 200:
+            time.sleep(0.05)
+        ready = time.monotonic() - started
+        rss = rss_mb(process.pid)
+        _, body = get(url + "/v1/clusters")
+        counts = json.loads(body)["counts"]
+        assert counts["ready"] == size, counts
+        before = cpu_seconds(process.pid)
+        time.sleep(5)
+        idle_cpu = (cpu_seconds(process.pid) - before) / 5
+        added = profile(size)
+        added_at = time.monotonic()
+        if source == "directory":
+            (profiles / "added.json").write_text(json.dumps(added))
+        else:
+            hub.put(added)  # type: ignore[attr-defined]
+        key = "fleet/" + added["metadata"]["name"]
+        while True:
+            _, body = get(url + "/v1/clusters")
+            if any(c["key"] == key and c["state"] == "ready" for c in json.loads(body)["clusters"]):
+                break
+            time.sleep(0.02)
+        added_seconds = time.monotonic() - added_at
+    finally:
+        process.terminate()
+        process.wait(30)
+        shutil.rmtree(profiles, ignore_errors=True)
+    return {"ready_s": ready, "rss_mb": rss, "idle_cpu": idle_cpu, "added_s": added_seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--source", choices=["directory", "hub"], default="directory")
+    options = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="cpcreds-bench-serve-"))
+    site = mint.install(workdir / "site")
+    print(f"source={options.source}")
+    print(f"{'profiles':>9} {'ready (s)':>10} {'RSS (MB)':>9} {'idle CPU':>9} {'added (s)':>10}")
+    for size in (int(s) for s in options.sizes.split(",")):
+        hub = None
+        if options.source == "hub":
+            from tests.fakes.hub import HubServer
+            from tests.fakes.pki import PKI
+
+            hub = HubServer(PKI()).start()
+        try:
+            result = run(size, workdir, site, options.source, hub)
+        finally:
+            if hub is not None:
+                hub.stop()  # type: ignore[attr-defined]
+        print(f"{size:>9} {result['ready_s']:>10.2f} {result['rss_mb']:>9.1f} {result['idle_cpu']:>8.1%} {result['added_s']:>10.3f}")
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
