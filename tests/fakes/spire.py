@@ -17,8 +17,9 @@ Knobs, set between calls (attribute writes are atomic; no lock needed for tests)
 
 What it saw: ``requests`` (one :class:`JwtRequest` per FetchJWTSVID that carried the header),
 ``refused`` (calls without the header) and ``connections`` (connections accepted on the socket:
-the agent listens through a small counting relay, so a test can tell a reused client from a new
-one per call).
+the agent listens through a small counting relay, so a test can check that fetches share one
+connection rather than open one each; grpcio may share one connection between channels to the
+same socket, so this counts connections, not clients).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from cpcreds.logs import redact_text
 __all__ = ["WorkloadError", "WorkloadClients"]
 
 #: Longest piece of the agent's status message repeated in an error.
-_MAX_DETAILS = 200
+_MAX_DETAILS = 300
 
 
 class WorkloadError(Exception):
