@@ -80,7 +80,7 @@ def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -
     else:
         for index in range(size):
             hub.put(profile(index))  # type: ignore[attr-defined]
-        args += ["--hub-kubeconfig", str(hub.write_kubeconfig(workdir / "hub.kubeconfig"))]  # type: ignore[attr-defined]
+        args += ["--hub-kubeconfig", str(hub.write_kubeconfig(workdir / "hub.kubeconfig", "bench"))]  # type: ignore[attr-defined]
     env = {**os.environ, "PYTHONPATH": str(site), "CPCREDS_PLUGINS": "mint"}
     started = time.monotonic()
     process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -138,7 +138,7 @@ def main() -> None:
             from tests.fakes.hub import HubServer
             from tests.fakes.pki import PKI
 
-            hub = HubServer(PKI()).start()
+            hub = HubServer(PKI(), tokens=["bench"]).start()
         try:
             result = run(size, workdir, site, options.source, hub)
         finally:

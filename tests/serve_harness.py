@@ -91,7 +91,9 @@ def start_serve(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
         config_path.write_text(yaml.safe_dump(document))
         profiles_dir = tmp_path / "profiles"
         write_profiles(profiles_dir, profiles or {})
-        flags = {"config": str(config_path), "profiles_dir": str(profiles_dir), "listen": "127.0.0.1:0", "scan_interval": 0.05, **settings}
+        flags = {"config": str(config_path), "listen": "127.0.0.1:0", "scan_interval": 0.05, **settings}
+        if "hub_kubeconfig" not in settings:
+            flags["profiles_dir"] = str(profiles_dir)
         config = load_config(config_path)
         service = Service(
             ServeSettings.load(flags, config.serve),

@@ -39,8 +39,9 @@ class _Gone(Exception):
 class HubSource:
     """Reports the hub's ClusterProfiles as :class:`~cpcreds.serve.inventory.Change` objects."""
 
-    def __init__(self, settings: ServeSettings) -> None:
+    def __init__(self, settings: ServeSettings, *, watch_seconds: int = _WATCH_SECONDS) -> None:
         self.settings = settings
+        self.watch_seconds = watch_seconds
         self.version: str | None = None
         self.origin = "hub"
 
@@ -191,8 +192,8 @@ class HubSource:
         kwargs: dict[str, Any] = {
             "resource_version": version,
             "allow_watch_bookmarks": True,
-            "timeout_seconds": _WATCH_SECONDS,
-            "_request_timeout": _WATCH_SECONDS + 30,
+            "timeout_seconds": self.watch_seconds,
+            "_request_timeout": self.watch_seconds + 30,
         }
         if self.settings.label_selector:
             kwargs["label_selector"] = self.settings.label_selector
