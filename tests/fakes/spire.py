@@ -134,8 +134,9 @@ class SpireAgent:
         self.connections = 0
         self._key = ec.generate_private_key(ec.SECP256R1())
         self._kid = uuid.uuid4().hex
-        self._directory = Path(tempfile.mkdtemp(prefix="spire-"))
-        self.socket_path = self._directory / "agent.sock"
+        self._directory: Path | None = None  # made by start(), removed by stop()
+        #: Set by start(): ``<fresh temp folder>/agent.sock``.
+        self.socket_path = Path("/nonexistent/agent.sock")
         self._server: grpc.Server | None = None
         self._listener: socket.socket | None = None
         self._relayed: set[socket.socket] = set()
@@ -178,6 +179,8 @@ class SpireAgent:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> Self:
+        self._directory = Path(tempfile.mkdtemp(prefix="spire-"))
+        self.socket_path = self._directory / "agent.sock"
         inner = self._directory / "grpc.sock"
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         workload_pb2_grpc.add_SpiffeWorkloadAPIServicer_to_server(_WorkloadApi(self), server)
@@ -204,7 +207,8 @@ class SpireAgent:
             _close(conn)
         if self._server is not None:
             self._server.stop(grace=None).wait()
-        shutil.rmtree(self._directory, ignore_errors=True)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from spiffe import JwtSvid
+
 from cpcreds.hookspecs import AccessPlan, Credential, ProviderError, hookimpl
 from cpcreds.plugin import provider_main
 
@@ -63,16 +65,7 @@ class SpireProvider:
         if not chosen:
             # The request named the SPIFFE ID; an agent that answers with another is broken.
             raise _error(plan, f"the SPIFFE Workload API at {address} returned no JWT-SVID for spiffeId {wanted}")
-        try:
-            token = check_token(chosen[0].token)
-            expiry = expiry_from_exp(chosen[0].expiry)
-        except UnusableToken as exc:
-            problem = f"the SPIFFE Workload API at {address} returned a JWT-SVID that is not usable: {exc}"
-        if problem is not None:
-            raise _error(plan, problem)
-        if expiry <= datetime.now(timezone.utc):
-            raise _error(plan, f"the SPIFFE Workload API at {address} returned a JWT-SVID that is not usable: it has expired")
-        return Credential(token=token, expiration_timestamp=expiry)
+        return _credential(plan, address, chosen[0])
 
     def close(self) -> None:
         """Close the connections to the agent (the engine calls this when it closes)."""
@@ -114,6 +107,21 @@ class SpireProvider:
         except ValueError as exc:
             problem = f"{where} {exc}"
         raise _error(plan, problem)
+
+
+def _credential(plan: AccessPlan, address: str, svid: JwtSvid) -> Credential:
+    """The bearer token and expiry of ``svid``, after the checks the ``spiffe`` package leaves
+    to us: the token's shape (it goes into an HTTP header) and a numeric ``exp`` to come."""
+    try:
+        token = check_token(svid.token)
+        expiry = expiry_from_exp(svid.expiry)
+    except UnusableToken as exc:
+        reason = str(exc)
+    else:
+        if expiry > datetime.now(timezone.utc):
+            return Credential(token=token, expiration_timestamp=expiry)
+        reason = "it has expired"
+    raise _error(plan, f"the SPIFFE Workload API at {address} returned a JWT-SVID that is not usable: {reason}")
 
 
 def _error(plan: AccessPlan, message: str) -> ProviderError:
