@@ -110,6 +110,9 @@ def test_serve_fetches_every_profile_then_is_ready(start_serve: Any) -> None:
     first = clusters["fleet-system/ready-0"]
     assert first["provider"] == "mint" and first["expirationTimestamp"] and first["lastSuccess"]
     assert all(mint.calls[f"ready-{i}"] == 1 for i in range(20))
+    status, _, body = running.get("/v1/clusters/fleet-system/ready-3")
+    assert status == 200 and json.loads(body)["key"] == "fleet-system/ready-3"
+    assert running.get("/v1/clusters/fleet-system/nope")[0] == 404
 
 
 def test_no_endpoint_shows_a_token(start_serve: Any) -> None:

@@ -1,5 +1,5 @@
 """serve's HTTP endpoints, in a thread of their own so a slow scrape never delays a refresh:
-``/`` (status page), ``/v1/clusters`` (JSON), ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``.
+``/`` (status page), ``/v1/clusters`` (JSON; ``/v1/clusters/<namespace>/<name>`` for one), ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -51,6 +52,12 @@ class _Handler(BaseHTTPRequestHandler):
             clusters, problems = board.snapshot()
             body = {"ready": board.synced, "source": board.source, "counts": board.counts(), "clusters": clusters, "problems": problems}
             self._send(200, "application/json", json.dumps(body, indent=1).encode())
+        elif path.startswith("/v1/clusters/"):
+            cluster = board.one(unquote(path.removeprefix("/v1/clusters/")))
+            if cluster is None:
+                self._send(404, "application/json", b'{"error": "no such profile"}\n')
+            else:
+                self._send(200, "application/json", json.dumps(cluster, indent=1).encode())
         elif path in ("/", "/index.html"):
             clusters, problems = board.snapshot()
             page = render_status_page(clusters, problems, ready=board.synced, counts=board.counts(), source=board.source)

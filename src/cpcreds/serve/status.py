@@ -135,6 +135,12 @@ class StatusBoard:
         clusters.sort(key=lambda c: c["key"])
         return clusters, problems
 
+    def one(self, key: str) -> dict[str, Any] | None:
+        """One cluster as ``/v1/clusters`` shows it, or None."""
+        with self._lock:
+            status = self._clusters.get(key)
+            return status.to_dict() if status is not None else None
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             counts = dict.fromkeys(STATES, 0)
