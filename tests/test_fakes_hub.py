@@ -465,10 +465,13 @@ def test_one_client_reuses_one_connection(hub: HubServer, core: client.CoreV1Api
     assert hub.connections == 1
 
 
-def test_an_injected_answer_replaces_the_real_one(hub: HubServer, core: client.CoreV1Api) -> None:
-    hub.inject_answer("/api/v1/namespaces/fleet/secrets/s", 200, b"not json", content_type="text/plain")
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_injected_answer_replaces_the_real_one(hub: HubServer, core: client.CoreV1Api, chunked: bool) -> None:
+    body = b"not json " * 20_000
+    hub.inject_answer("/api/v1/namespaces/fleet/secrets/s", 200, body, content_type="text/plain", chunked=chunked)
     raw = core.read_namespaced_secret("s", "fleet", _preload_content=False)
-    assert raw.data == b"not json"
+    assert raw.data == body
+    assert ("Content-Length" in raw.headers) is not chunked
     hub.clear_faults()
     with pytest.raises(ApiException):
         core.read_namespaced_secret("s", "fleet")

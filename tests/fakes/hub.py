@@ -260,7 +260,7 @@ class HubServer(FakeAPIServer):
         self._compacted = _INITIAL_RESOURCE_VERSION  # watches from an rv below this get 410
         self._watchers: list[_Watcher] = []
         self._requests: deque[HubRequest] = deque(maxlen=100_000)
-        self._answers: dict[str, tuple[int, bytes, str]] = {}
+        self._answers: dict[str, tuple[int, bytes, str, bool]] = {}
         self._stalls: dict[str, threading.Event] = {}
         self._closing = False
 
@@ -386,10 +386,11 @@ class HubServer(FakeAPIServer):
 
     # -- faults ------------------------------------------------------------
 
-    def inject_answer(self, path: str, status: int, body: bytes, content_type: str = "application/json") -> None:
-        """Answer every request for ``path`` (no query string), whoever asks, with these bytes."""
+    def inject_answer(self, path: str, status: int, body: bytes, content_type: str = "application/json", *, chunked: bool = False) -> None:
+        """Answer every request for ``path`` (no query string), whoever asks, with these bytes;
+        ``chunked`` sends them without a Content-Length, as Go does for large answers."""
         with self._lock:
-            self._answers[path] = (status, body, content_type)
+            self._answers[path] = (status, body, content_type, chunked)
 
     def stall(self, path: str) -> threading.Event:
         """Make requests for ``path`` get no answer until the returned event is set (or the hub
@@ -507,7 +508,7 @@ class HubServer(FakeAPIServer):
         with self._lock:
             self._requests.append(seen)
 
-    def _fault(self, path: str) -> tuple[threading.Event | None, tuple[int, bytes, str] | None]:
+    def _fault(self, path: str) -> tuple[threading.Event | None, tuple[int, bytes, str, bool] | None]:
         with self._lock:
             return self._stalls.get(path), self._answers.get(path)
 
@@ -714,9 +715,12 @@ class _HubHandler(JSONHandler):
             hub._record(HubRequest(self.command, split.path, split.query, token, grant.user if grant else None, status))
 
         if answer is not None:
-            status, body, content_type = answer
+            status, body, content_type, chunked = answer
             record(status)
-            self._send_bytes(status, body, content_type)
+            if chunked:
+                self._send_chunked(status, body, content_type)
+            else:
+                self._send_bytes(status, body, content_type)
             return
         if grant is None:
             record(401)
@@ -800,6 +804,19 @@ class _HubHandler(JSONHandler):
         finally:
             if watcher is not None:
                 hub._close_watch(watcher)
+
+    def _send_chunked(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for start in range(0, len(body), 64 * 1024):
+                piece = body[start : start + 64 * 1024]
+                self.wfile.write(b"%X\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client stopped reading (as it should, past its limit)
 
     def _send_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         # One chunk per event, as kube-apiserver flushes each one.

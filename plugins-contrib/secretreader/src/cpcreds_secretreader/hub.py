@@ -1,0 +1,373 @@
+"""The hub: where its credentials come from, one shared client per process, and reading a Secret.
+
+Hub credentials, in order (as the Go plugins, plus explicit options):
+
+1. the ``kubeconfig`` option (a path, ``~`` expanded) with its ``context`` option or its
+   current context;
+2. only ``context`` given: that context of the default kubeconfig (below);
+3. in-cluster config, when ``KUBERNETES_SERVICE_HOST``/``_PORT`` are set and the service
+   account's token exists (the pod's service account; its token is re-read as it rotates);
+4. the default kubeconfig: ``KUBECONFIG`` (a list of paths, merged) or ``~/.kube/config``.
+
+The ``kubernetes`` client's own loaders read them (``load_kube_config``, the in-cluster
+loader), so exec plugins, client certificates and proxies of a hub kubeconfig all work.
+
+One :class:`HubClient` (one ``ApiClient``, one urllib3 connection pool) exists per
+:class:`HubSource` per process, shared by every provider that uses that source and closed when
+the last of them closes (:class:`HubClients`). It is thread-safe (urllib3's pool is); calls
+from many worker threads share its keep-alive connections.
+
+The Secret is read with the ``ApiClient`` itself (``param_serialize`` + ``call_api``), not
+``CoreV1Api``: the same request, headers and authentication, but without importing the
+generated 50,000-line module and its models (about half a second at every start of the
+console scripts), and with the answer read bounded (:data:`MAX_SECRET_BYTES`) and within the
+plan's timeout, which the model-deserialising path cannot do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
+    from kubernetes.client.api_client import ApiClient
+
+__all__ = [
+    "HubSource",
+    "HubClient",
+    "HubClients",
+    "HubError",
+    "HUB_CLIENTS",
+    "SERVICE_ACCOUNT_DIR",
+    "MAX_SECRET_BYTES",
+    "resolve_hub_source",
+    "default_namespace",
+]
+
+#: Where a pod's service account is mounted (token, ca.crt, namespace).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Largest Secret read from the hub: a Secret holds at most 1 MiB of data, 1.4 MiB in base64.
+MAX_SECRET_BYTES = 3 * 1024 * 1024
+#: Largest error answer read (only its status is used; reading it lets the connection be reused).
+_MAX_ERROR_BYTES = 64 * 1024
+_CHUNK = 64 * 1024
+
+
+class HubError(Exception):
+    """The hub could not give the Secret. ``status`` is the HTTP status when there was one.
+    The message names the Secret and the hub, never a credential."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where the hub's address and credentials come from: a kubeconfig (``kubeconfig`` is a
+    path or KUBECONFIG's list of paths; ``context`` None means its current context) or the
+    pod's in-cluster config (``service_account_dir``, ``host``, ``port``)."""
+
+    kind: Literal["kubeconfig", "in-cluster"]
+    kubeconfig: str | None = None
+    context: str | None = None
+    service_account_dir: str | None = None
+    host: str | None = None
+    port: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "in-cluster":
+            return "in-cluster config"
+        return f"kubeconfig {self.kubeconfig}" + (f" (context {self.context})" if self.context else "")
+
+
+def resolve_hub_source(
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+    environ: Mapping[str, str] | None = None,
+) -> HubSource:
+    """Where the hub credentials come from, in the order of the module docstring."""
+    env = os.environ if environ is None else environ
+    if kubeconfig:
+        return HubSource("kubeconfig", kubeconfig=os.path.expanduser(kubeconfig), context=context)
+    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
+    # client-go's inClusterClientConfig.Possible(): both variables set and the token present.
+    if context is None and host and port and os.path.isfile(os.path.join(service_account_dir, "token")):
+        return HubSource("in-cluster", service_account_dir=service_account_dir, host=host, port=port)
+    default = env.get("KUBECONFIG", "").strip() or "~/.kube/config"
+    return HubSource("kubeconfig", kubeconfig=default, context=context)
+
+
+def default_namespace(
+    context_namespace: str | None, *, service_account_dir: str = SERVICE_ACCOUNT_DIR, environ: Mapping[str, str] | None = None
+) -> str:
+    """The namespace when no option names one: the hub kubeconfig context's namespace, else
+    POD_NAMESPACE, else the service account's namespace file, else ``default`` (client-go's
+    order, which the Go plugins use)."""
+    if context_namespace:
+        return context_namespace
+    env = os.environ if environ is None else environ
+    if env.get("POD_NAMESPACE", "").strip():
+        return env["POD_NAMESPACE"].strip()
+    try:
+        with open(os.path.join(service_account_dir, "namespace"), "rb") as file:
+            written = file.read(256).decode("ascii", "replace").strip()
+    except OSError:
+        written = ""
+    return written or "default"
+
+
+class HubClient:
+    """One hub: an ``ApiClient`` with its connection pool, and the kubeconfig context's
+    namespace (``None`` for in-cluster config or a context without one). Thread-safe."""
+
+    def __init__(self, api: ApiClient, source: HubSource, context_namespace: str | None) -> None:
+        self.api = api
+        self.source = source
+        self.context_namespace = context_namespace
+        self.url = str(api.configuration.host)
+
+    def read_secret(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
+        """GET Secret ``namespace/name`` within ``timeout`` seconds; the object as a dict.
+        Raises :class:`HubError` for anything else than a Secret."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        where = f"Secret {namespace}/{name}"
+        deadline = time.monotonic() + timeout
+        failure = None
+        try:
+            method, url, headers, _, _ = self.api.param_serialize(
+                method="GET",
+                resource_path="/api/v1/namespaces/{namespace}/secrets/{name}",
+                path_params={"namespace": namespace, "name": name},
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            raw = self.api.call_api(method, url, header_params=headers, _request_timeout=timeout).response
+        except (HTTPError, OSError, ApiException) as exc:  # ApiException(status=0): the client's TLS errors
+            failure = _failure(exc)
+        if failure is not None:
+            # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
+            # hold a password) and nothing of them may chain onto ours.
+            raise HubError(_failure_message(failure, where, self.url, timeout))
+        status = raw.status
+        if status == 200:
+            return _secret_object(_read_bounded(raw, MAX_SECRET_BYTES, deadline, where, self.url, timeout), where, self.url)
+        try:
+            # Read (and ignore) the error's body so that the connection can serve the next fetch;
+            # one too large or too slow is dropped with its connection instead.
+            _read_bounded(raw, _MAX_ERROR_BYTES, deadline, where, self.url, timeout)
+        except HubError:
+            pass
+        raise HubError(_status_message(status, where, namespace, self.url), status=status)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def _failure(exc: BaseException) -> str:
+    """What kind of failure a transport exception is: ``connect``, ``timeout``, ``tls`` or its type."""
+    from urllib3.exceptions import NewConnectionError, SSLError, TimeoutError as Urllib3Timeout
+
+    if isinstance(exc, NewConnectionError):  # before timeouts: it subclasses ConnectTimeoutError
+        return "connect"
+    if isinstance(exc, (Urllib3Timeout, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, SSLError) or str(getattr(exc, "reason", "")).startswith("SSLError"):
+        return "tls"
+    return type(exc).__name__
+
+
+def _failure_message(failure: str, where: str, url: str, timeout: float) -> str:
+    if failure == "timeout":
+        return f"the hub {url} did not answer within {timeout:g}s reading {where}"
+    reason = {"connect": "cannot connect", "tls": "TLS handshake failed (check the hub's CA)"}.get(failure, failure)
+    return f"cannot read {where} from the hub {url}: {reason}"
+
+
+def _read_bounded(raw: Any, limit: int, deadline: float, where: str, url: str, timeout: float) -> bytes:
+    """The body, at most ``limit`` bytes, read by ``deadline``. Each read is one receive whose
+    socket timeout is what is left, so a hub that trickles its answer cannot hold the fetch past
+    the plan's timeout."""
+    from urllib3.exceptions import HTTPError
+
+    too_large = f"the hub's answer for {where} is larger than {limit // 1024} KiB"
+    declared = raw.headers.get("Content-Length")
+    problem = too_large if declared is not None and declared.isdigit() and int(declared) > limit else None
+    chunks: list[bytes] = []
+    size = 0
+    failure = None
+    try:
+        while problem is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                failure = "timeout"
+                break
+            sock = getattr(getattr(raw, "connection", None), "sock", None)
+            if sock is not None:
+                sock.settimeout(left)
+            chunk = raw.read1(min(_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                problem = too_large
+    except (HTTPError, OSError) as exc:
+        failure = _failure(exc)
+    if failure is not None:
+        problem = _failure_message(failure, where, url, timeout)
+    if problem is not None:
+        raw.close()  # the rest of a cut answer must not be read as the next response
+        raw.release_conn()
+        raise HubError(problem)
+    raw.release_conn()
+    return b"".join(chunks)
+
+
+def _secret_object(body: bytes, where: str, url: str) -> dict[str, Any]:
+    obj: Any = None
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        pass
+    if not isinstance(obj, dict):
+        raise HubError(f"the hub {url} answered for {where} with something that is not a Secret")
+    return obj
+
+
+def _status_message(status: int, where: str, namespace: str, url: str) -> str:
+    # The hub's Status message is not quoted: only the status matters, and a hostile hub could
+    # put anything there.
+    if status == 404:
+        return f"{where} not found on the hub {url}"
+    if status == 401:
+        return f"the hub {url} refused its credentials (401 Unauthorized) reading {where}: check the hub kubeconfig or service account token"
+    if status == 403:
+        return f"the hub credentials may not read {where} (403 Forbidden): grant get on secrets in namespace {namespace}"
+    return f"the hub {url} answered HTTP {status} reading {where}"
+
+
+class HubClients:
+    """The process-wide hub clients: one per :class:`HubSource`, built on first use, shared by
+    every provider that uses that source, closed when the last one releases it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[HubSource, HubClient] = {}
+        self._users: dict[HubSource, set[int]] = {}
+
+    def get(self, source: HubSource, user: object) -> HubClient:
+        """The client for ``source``, built if needed; ``user`` (a provider) holds it until
+        :meth:`release`. Raises :class:`HubError` when the hub config cannot be loaded."""
+        with self._lock:
+            # Under the lock: concurrent first fetches build one client, not one each.
+            client = self._clients.get(source)
+            if client is None:
+                client = self._clients[source] = _build(source)
+            self._users.setdefault(source, set()).add(id(user))
+            return client
+
+    def discard(self, source: HubSource, client: HubClient) -> None:
+        """Forget ``client`` (after the hub refused its credentials), so that the next fetch
+        loads the hub config again: a rotated kubeconfig or token is then picked up."""
+        with self._lock:
+            if self._clients.get(source) is client:
+                del self._clients[source]
+            else:
+                client = None  # type: ignore[assignment]
+        if client is not None:
+            client.close()
+
+    def release(self, source: HubSource, user: object) -> None:
+        """``user`` no longer needs ``source``'s client; the last user's release closes it."""
+        with self._lock:
+            users = self._users.get(source, set())
+            users.discard(id(user))
+            client = None
+            if not users:
+                self._users.pop(source, None)
+                client = self._clients.pop(source, None)
+        if client is not None:
+            client.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+
+#: The clients of this process.
+HUB_CLIENTS = HubClients()
+
+
+def _build(source: HubSource) -> HubClient:
+    from kubernetes.client.api_client import ApiClient
+    from kubernetes.client.configuration import Configuration
+
+    configuration = Configuration()
+    problem = None
+    context_namespace = None
+    try:
+        if source.kind == "in-cluster":
+            from kubernetes.config.incluster_config import InClusterConfigLoader
+
+            directory = Path(source.service_account_dir or SERVICE_ACCOUNT_DIR)
+            environ = {"KUBERNETES_SERVICE_HOST": source.host or "", "KUBERNETES_SERVICE_PORT": source.port or ""}
+            InClusterConfigLoader(str(directory / "token"), str(directory / "ca.crt"), environ=environ).load_and_set(configuration)
+        else:
+            context_namespace = _load_kubeconfig(source, configuration)
+    except _NoKubeconfig as exc:
+        problem = str(exc)
+    except Exception as exc:  # the loaders raise ConfigException, yaml errors, OSError, ValueError...
+        problem = f"cannot load the hub {source.describe()}: {_loader_reason(exc)}"
+    if problem is not None:
+        raise HubError(problem)
+    # Failures are the engine's to retry (with backoff), within the plan's timeout: urllib3's
+    # default three retries would multiply the time a dead hub holds a fetch.
+    configuration.retries = False
+    configuration.client_go_retries = False
+    return HubClient(ApiClient(configuration), source, context_namespace)
+
+
+class _NoKubeconfig(Exception):
+    pass
+
+
+def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
+    from kubernetes.config import kube_config
+
+    paths = [os.path.expanduser(p) for p in (source.kubeconfig or "").split(kube_config.ENV_KUBECONFIG_PATH_SEPARATOR) if p]
+    if not any(os.path.isfile(p) for p in paths):
+        raise _NoKubeconfig(
+            f"no hub credentials: {source.kubeconfig} does not exist and this is not a pod with a service account "
+            "(set the kubeconfig option, or KUBECONFIG)"
+        )
+    kube_config.load_kube_config(
+        config_file=source.kubeconfig, context=source.context, client_configuration=configuration, persist_config=False
+    )
+    contexts, current = kube_config.list_kube_config_contexts(source.kubeconfig)
+    chosen = current if source.context is None else next((c for c in contexts if c.get("name") == source.context), None)
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace.strip() else None
+
+
+def _loader_reason(exc: BaseException) -> str:
+    from kubernetes.config.config_exception import ConfigException
+
+    # A YAML error quotes the offending line, which may hold the token: say only that it is broken.
+    if isinstance(exc, ConfigException):
+        text = " ".join(str(exc).split())
+        if "token" not in text.lower() and len(text) <= 300:
+            return text
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__} (not a valid kubeconfig)"

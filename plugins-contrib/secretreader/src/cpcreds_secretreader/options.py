@@ -1,0 +1,135 @@
+"""The ``options:`` of the two provider types, validated when the provider is built.
+
+Unknown keys are errors (``extra="forbid"``), so a typo fails ``cpcreds validate`` instead of
+being ignored; each error names the option. The console scripts take the same options as flags
+(``--secret-name`` or ``--secretName``).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "HubOptions",
+    "SecretReaderOptions",
+    "KubeconfigSecretReaderOptions",
+    "render_secret_name",
+    "is_secret_name",
+    "is_namespace",
+    "is_data_key",
+    "CLUSTER_NAME_FIELD",
+]
+
+#: The one placeholder a ``secretName`` template may hold.
+CLUSTER_NAME_FIELD = "clusterName"
+
+# Kubernetes' own rules: a namespace is a DNS-1123 label, a Secret name a DNS-1123 subdomain,
+# a data key [-._a-zA-Z0-9]+ of at most 253 characters.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DATA_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+# What a template may hold around its placeholders: the characters of a Secret name.
+_TEMPLATE_TEXT = re.compile(r"[-.a-z0-9]*")
+
+
+def is_namespace(value: object) -> bool:
+    return isinstance(value, str) and _LABEL.fullmatch(value) is not None
+
+
+def is_secret_name(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and _SUBDOMAIN.fullmatch(value) is not None
+
+
+def is_data_key(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and _DATA_KEY.fullmatch(value) is not None and value not in (".", "..")
+
+
+def render_secret_name(template: str, cluster_name: str) -> str:
+    """The Secret name for ``cluster_name`` (the template was validated by the options model)."""
+    return template.replace("{" + CLUSTER_NAME_FIELD + "}", cluster_name)
+
+
+class HubOptions(BaseModel):
+    """Where the Secrets are: the hub's credentials and the namespace. Shared by both types."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    #: The namespace of the Secrets. Unset: the hub kubeconfig context's namespace, else
+    #: POD_NAMESPACE, else the service-account namespace file, else ``default``.
+    namespace: str | None = None
+    #: A kubeconfig file for the hub. Unset: in-cluster config, else KUBECONFIG / ~/.kube/config.
+    kubeconfig: str | None = None
+    #: A context of that kubeconfig (of the default kubeconfig when ``kubeconfig`` is unset).
+    context: str | None = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and not is_namespace(value):
+            raise ValueError("must be a namespace name (lower-case letters, digits and '-', at most 63)")
+        return value
+
+    @field_validator("kubeconfig", "context")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        if value is not None and (not value or len(value) > 4096 or not value.isprintable()):
+            raise ValueError("must be a non-empty line of printable text")
+        return value
+
+
+class SecretReaderOptions(HubOptions):
+    """``type: secretreader``: the token is ``data.<key>`` of Secret ``<namespace>/<secretName>``."""
+
+    #: The key of the Secret's ``data`` that holds the token.
+    key: str = "token"
+    #: The Secret's name; ``{clusterName}`` is the profile's clusterName.
+    secret_name: str = Field(default="{clusterName}", alias="secretName")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if not is_data_key(value):
+            raise ValueError("must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)")
+        return value
+
+    @field_validator("secret_name", mode="before")
+    @classmethod
+    def _template(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value  # pydantic says it is not a string
+        problem = _template_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class KubeconfigSecretReaderOptions(HubOptions):
+    """``type: kubeconfig-secretreader``: the Secret, its key and the context inside the stored
+    kubeconfig come from the profile's exec extension (``name``, ``key``, ``namespace``,
+    ``context``), as with the Go plugin. ``namespace`` here, when set, is the only namespace a
+    profile may name."""
+
+
+def _template_problem(template: str) -> str | None:
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:
+        return "has an unmatched '{' or '}'; the only placeholder is {clusterName}"
+    placeholders = 0
+    for text, field, spec, conversion in parts:
+        if not _TEMPLATE_TEXT.fullmatch(text):
+            return "may hold only lower-case letters, digits, '-', '.' and {clusterName}"
+        if field is None:
+            continue
+        if field != CLUSTER_NAME_FIELD or spec or conversion:
+            return "the only placeholder is {clusterName}, without format or conversion"
+        placeholders += 1
+    if placeholders == 0:
+        return "must contain {clusterName} (every cluster has its own Secret)"
+    if len(render_secret_name(template, "x")) > 253:
+        return "is longer than a Secret name may be (253)"
+    return None

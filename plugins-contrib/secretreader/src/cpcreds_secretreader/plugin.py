@@ -1,0 +1,31 @@
+"""Registers the provider types ``secretreader`` and ``kubeconfig-secretreader`` (entry point
+``secretreader`` of the ``cpcreds`` group) and makes them the console scripts
+``cpcreds-secretreader`` and ``cpcreds-kubeconfig-secretreader``: KEP-541 exec plugins that
+read KUBERNETES_EXEC_INFO (v1 or v1beta1, with ``provideClusterInfo: true``) and answer as the
+Go plugins of kubernetes-sigs/cluster-inventory-api do. Flags set options: ``--namespace``,
+``--kubeconfig``, ``--context``, and for ``cpcreds-secretreader`` ``--key`` and
+``--secret-name`` (``{clusterName}`` is the profile's clusterName).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cpcreds.hookspecs import hookimpl
+from cpcreds.plugin import provider_main
+
+from .provider import KubeconfigSecretReaderProvider, SecretReaderProvider
+
+__all__ = ["cpcreds_register_providers", "secretreader_main", "kubeconfig_secretreader_main"]
+
+
+@hookimpl
+def cpcreds_register_providers(register: Any) -> None:
+    register("secretreader", SecretReaderProvider)
+    register("kubeconfig-secretreader", KubeconfigSecretReaderProvider)
+
+
+#: ``cpcreds-secretreader``: the drop-in for the Go ``secretreader`` plugin.
+secretreader_main = provider_main("secretreader", SecretReaderProvider)
+#: ``cpcreds-kubeconfig-secretreader``: the drop-in for the Go ``kubeconfig-secretreader`` plugin.
+kubeconfig_secretreader_main = provider_main("kubeconfig-secretreader", KubeconfigSecretReaderProvider)
