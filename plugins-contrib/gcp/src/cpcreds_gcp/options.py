@@ -1,0 +1,150 @@
+"""The ``options:`` of a ``type: gcp`` provider entry (and the flags of ``cpcreds-gcp``).
+
+Values arrive from YAML (lists, numbers) or from command-line flags (always strings, a list of
+strings when a flag is repeated), so list options also take one comma-separated string.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cpcreds.config import parse_duration
+
+__all__ = ["GcpOptions", "DEFAULT_SCOPES", "DEFAULT_IAM_ENDPOINT", "MAX_LIFETIME_SECONDS"]
+
+#: What gke-gcloud-auth-plugin asks for: cloud-platform to reach GKE, userinfo.email so that the
+#: cluster sees the service account's email rather than its numeric ID.
+DEFAULT_SCOPES: tuple[str, ...] = (
+    "https://www.googleapis.com/auth/cloud-platform",
+    "https://www.googleapis.com/auth/userinfo.email",
+)
+DEFAULT_IAM_ENDPOINT = "https://iamcredentials.googleapis.com"
+#: IAM Credentials issues impersonated tokens for at most 12 hours (1 hour unless an
+#: organisation policy allows longer).
+MAX_LIFETIME_SECONDS = 12 * 3600
+_MAX_ITEMS = 64
+# A scope is an OAuth scope token (RFC 6749 section 3.3): printable ASCII, no space, no quote or
+# backslash; we also refuse commas, which separate scopes in flags.
+_SCOPE = re.compile(r"[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]{1,512}")
+# A service account: its email, or its numeric unique ID. It goes into an IAM URL path, so
+# nothing that could change the URL (/, ?, #, %, :) is allowed.
+_ACCOUNT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}@[A-Za-z0-9][A-Za-z0-9.\-]{0,252}|[0-9]{1,32}")
+_DELEGATE_PREFIX = "projects/-/serviceAccounts/"
+
+
+def _split(value: Any, what: str) -> list[str]:
+    # YAML gives a list; a flag gives "a,b" (or a list of such strings when repeated).
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"must be a list of {what}s or a comma-separated string")
+        out.extend(part for part in re.split(r"[,\s]+", item) if part)
+    if len(out) > _MAX_ITEMS:
+        raise ValueError(f"has more than {_MAX_ITEMS} {what}s")
+    return out
+
+
+def _check_account(value: str, what: str) -> str:
+    if not _ACCOUNT.fullmatch(value):
+        raise ValueError(f"{what} must be a service account email or unique ID")
+    return value
+
+
+class GcpOptions(BaseModel):
+    """Validated options. Every field has a default, so ``type: gcp`` alone means "application
+    default credentials with gke-gcloud-auth-plugin's scopes"."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    #: OAuth scopes of the access token.
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    #: A credentials JSON file to use instead of looking for application default credentials.
+    credentials_file: Path | None = Field(default=None, alias="credentialsFile")
+    #: Exchange the found credentials for a token of this service account (IAM Credentials API).
+    impersonate_service_account: str | None = Field(default=None, alias="impersonateServiceAccount")
+    #: The delegation chain from the found identity to ``impersonateServiceAccount``.
+    delegates: tuple[str, ...] = ()
+    #: Lifetime of an impersonated token, in seconds (a Go duration in the config).
+    lifetime: int | None = None
+    #: Base URL of the IAM Credentials API (a private or regional endpoint, or a test server).
+    iam_endpoint: str = Field(default=DEFAULT_IAM_ENDPOINT, alias="iamEndpoint")
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scopes(cls, value: Any) -> tuple[str, ...]:
+        scopes = _split(value, "scope")
+        if not scopes:
+            raise ValueError("must name at least one scope")
+        for scope in scopes:
+            if not _SCOPE.fullmatch(scope):
+                raise ValueError("each scope must be printable ASCII without spaces, quotes or commas, at most 512 characters")
+        return tuple(dict.fromkeys(scopes))  # in order, without repeats
+
+    @field_validator("credentials_file", mode="before")
+    @classmethod
+    def _file(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("must not be empty")
+            return Path(value).expanduser()
+        return value
+
+    @field_validator("impersonate_service_account", mode="before")
+    @classmethod
+    def _target(cls, value: Any) -> Any:
+        if value is None or not isinstance(value, str):
+            return value
+        return _check_account(value, "the value")
+
+    @field_validator("delegates", mode="before")
+    @classmethod
+    def _delegates(cls, value: Any) -> tuple[str, ...]:
+        chain = []
+        for item in _split(value, "service account"):
+            # IAM wants projects/-/serviceAccounts/<email>; users write the email.
+            account = item[len(_DELEGATE_PREFIX) :] if item.startswith(_DELEGATE_PREFIX) else item
+            chain.append(_DELEGATE_PREFIX + _check_account(account, "each delegate"))
+        return tuple(chain)
+
+    @field_validator("lifetime", mode="before")
+    @classmethod
+    def _lifetime(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise ValueError("must be a duration such as 30m or 1h")
+        seconds = float(value) if isinstance(value, (int, float)) else parse_duration(value)
+        if not 1 <= seconds <= MAX_LIFETIME_SECONDS:
+            raise ValueError("must be between 1s and 12h")
+        return int(-(-seconds // 1))  # IAM takes whole seconds; round up
+
+    @field_validator("iam_endpoint", mode="before")
+    @classmethod
+    def _endpoint(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment or "@" in parts.netloc:
+            raise ValueError("must be an http(s) URL such as https://iamcredentials.googleapis.com")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _impersonation_only(self) -> GcpOptions:
+        if self.impersonate_service_account is None:
+            given = [name for name, set_ in (("delegates", bool(self.delegates)), ("lifetime", self.lifetime is not None),
+                                             ("iamEndpoint", self.iam_endpoint != DEFAULT_IAM_ENDPOINT)) if set_]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply with impersonateServiceAccount")
+        return self
+
+    def impersonation_url(self) -> str | None:
+        """The generateAccessToken URL for ``impersonateServiceAccount``, or ``None``."""
+        if self.impersonate_service_account is None:
+            return None
+        return f"{self.iam_endpoint}/v1/{_DELEGATE_PREFIX}{self.impersonate_service_account}:generateAccessToken"

@@ -1,0 +1,33 @@
+"""Registers the ``gcp`` provider type, and makes ``main`` for the ``cpcreds-gcp`` console script:
+the same provider as a KEP-541 exec plugin, a drop-in for ``gke-gcloud-auth-plugin
+--use_application_default_credentials`` (its flag is accepted). Options are flags
+(``--scopes=a,b``); see :mod:`cpcreds_gcp.provider`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+from cpcreds.hookspecs import hookimpl
+from cpcreds.plugin import run_provider
+
+from .provider import GcpProvider
+
+__all__ = ["cpcreds_register_providers", "main", "GcpProvider"]
+
+# gke-gcloud-auth-plugin's flag. This plugin always uses application default credentials, so
+# the flag is accepted (a kubeconfig's args carry over unchanged) and means nothing more.
+_ADC_FLAGS = frozenset(
+    f"{dashes}use_application_default_credentials{value}" for dashes in ("-", "--") for value in ("", "=true", "=True", "=1")
+)
+
+
+@hookimpl
+def cpcreds_register_providers(register: Any) -> None:
+    register("gcp", GcpProvider)
+
+
+def main() -> NoReturn:
+    """Run the gcp provider as a KEP-541 exec plugin (``cpcreds-gcp``)."""
+    run_provider(GcpProvider, name="gcp", argv=[arg for arg in sys.argv[1:] if arg not in _ADC_FLAGS])

@@ -1,0 +1,171 @@
+"""Google OAuth access tokens for GKE clusters, as ``gke-gcloud-auth-plugin
+--use_application_default_credentials`` gives them: from the ``credentialsFile`` option, else
+application default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's well-known file, the
+metadata server at GCE_METADATA_HOST or found by probing), optionally impersonating a service
+account.
+
+Options (as flags: --scopes=a,b --credentials-file=PATH --impersonate-service-account=EMAIL
+--delegates=a,b --lifetime=30m --iam-endpoint=URL):
+
+  scopes                     OAuth scopes; default cloud-platform and userinfo.email
+  credentialsFile            credentials JSON to use instead of application default credentials
+  impersonateServiceAccount  return a token of this service account (IAM Credentials API)
+  delegates                  delegation chain to impersonateServiceAccount
+  lifetime                   impersonated token lifetime; default 1h, at most 12h
+  iamEndpoint                IAM Credentials base URL; default https://iamcredentials.googleapis.com
+
+Every cluster of a provider entry gets the same token (a Google identity is not per cluster), so
+the provider keeps one google-auth credentials object and shares its token across plans. That is
+not a second cache: the engine decides when to call, and a call gets the held token only while it
+is outside the engine's refresh-ahead window and google-auth still calls it valid; anything else
+refreshes it, so a refresh ahead of expiry always yields a new token.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import requests
+
+from cpcreds import RefreshPolicy
+from cpcreds.hookspecs import AccessPlan, Credential, ProviderError
+from cpcreds.logs import get_logger
+
+from .adc import Source, SourceError, find_source
+from .metadata import MAX_TOKEN_SECONDS, UnusableAnswer
+from .options import GcpOptions
+from .transport import Abort, BoundedRequest, Deadline, safe_summary
+
+__all__ = ["GcpProvider"]
+
+_log = get_logger(__name__)
+# RFC 6750 b64token: what may follow "Bearer " in an Authorization header.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_MAX_TOKEN_CHARS = 16 * 1024
+# The engine's default refresh-ahead window: a call inside it wants a new token.
+_ENGINE_REFRESH = RefreshPolicy()
+
+
+@dataclass(frozen=True)
+class _Held:
+    credential: Credential
+    refresh_at: float  # wall clock: from here on a call gets a new token
+
+
+def _aware_utc(expiry: Any) -> datetime | None:
+    # google-auth keeps expiry as a naive datetime in UTC. Calling .timestamp() on it would read
+    # it as local time, off by the UTC offset; say that it is UTC instead.
+    if not isinstance(expiry, datetime):
+        return None
+    return expiry.replace(tzinfo=timezone.utc) if expiry.tzinfo is None else expiry.astimezone(timezone.utc)
+
+
+class GcpProvider:
+    """Built once per config entry (no I/O); ``get_credential`` is safe to call from many threads.
+
+    One google-auth credentials object per provider, refreshed under a lock (google-auth
+    credentials are not thread-safe). Every network call is bounded by ``plan.timeout``.
+    """
+
+    kind = "gcp"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = GcpOptions.model_validate(dict(options))
+        # Guards everything below, and the refresh itself: one refresh at a time per provider.
+        self._lock = threading.Lock()
+        self._source: Source | None = None
+        self._held: _Held | None = None
+        self._sessions: tuple[requests.Session, requests.Session] | None = None
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        deadline = Deadline(plan.timeout)
+        if not self._lock.acquire(timeout=max(0.0, plan.timeout)):
+            raise ProviderError(f"gcp: another token refresh did not finish within the {plan.timeout:g}s timeout", provider=plan.provider)
+        try:
+            held = self._held
+            if held is not None and self._reusable(held):
+                return held.credential
+            return self._refresh(plan, deadline)
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._sessions = self._sessions, None
+        for session in sessions or ():
+            session.close()
+
+    def _reusable(self, held: _Held) -> bool:
+        credentials = self._source.credentials if self._source is not None else None
+        return bool(credentials is not None and credentials.valid and time.time() < held.refresh_at)
+
+    def _request(self, deadline: Deadline) -> BoundedRequest:
+        if self._sessions is None:
+            direct = requests.Session()
+            direct.trust_env = False  # no proxy for the link-local metadata server
+            self._sessions = (requests.Session(), direct)
+        return BoundedRequest(*self._sessions, deadline)
+
+    def _refresh(self, plan: AccessPlan, deadline: Deadline) -> Credential:
+        request = self._request(deadline)
+        problem = None
+        if self._source is None:
+            try:
+                self._source = find_source(self.options, request)
+            except SourceError as exc:
+                problem = str(exc)
+            if problem is not None:
+                raise ProviderError(f"gcp: {problem}", provider=plan.provider)
+        source = self._source
+        assert source is not None
+        request.labels.update(source.endpoints)
+        request.direct.update(source.direct)
+        request.exchanges.clear()
+        try:
+            source.credentials.refresh(request)
+        except Exception as exc:  # noqa: BLE001 - google-auth raises many types; all are "no token"
+            problem = self._failure(source, request, exc)
+        # Raised outside the except block: google-auth's exception may quote a response body.
+        if problem is not None:
+            raise ProviderError(problem, provider=plan.provider)
+        credential = self._credential(source, request, plan.provider)
+        now = time.time()
+        expiry = credential.expiration_timestamp
+        refresh_at = _ENGINE_REFRESH.refresh_at(now, expiry.timestamp()) if expiry is not None else now
+        self._held = _Held(credential, refresh_at)
+        _log.debug("gcp token obtained", source=source.description, expires=credential.expiration_timestamp)
+        return credential
+
+    @staticmethod
+    def _failure(source: Source, request: BoundedRequest, exc: BaseException) -> str:
+        last = request.last
+        if last is None:
+            # Nothing went over the wire: a local step failed (signing, a subject-token file, an
+            # executable). google-auth's text says which; it is redacted and cut all the same.
+            return f"gcp: cannot get a token from {source.description}: {safe_summary(exc)}"
+        if isinstance(exc, Abort) or last.failure is not None or last.status is None or not 200 <= last.status < 300:
+            return f"gcp: {last.describe()}"
+        reason = str(exc) if isinstance(exc, UnusableAnswer) else "answered without a usable token"
+        return f"gcp: {last.label} {last.url} {reason}"
+
+    @staticmethod
+    def _credential(source: Source, request: BoundedRequest, provider: str) -> Credential:
+        token = source.credentials.token
+        last = request.last
+        where = f"{last.label} {last.url}" if last is not None else source.description
+        if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_CHARS or not _BEARER_TOKEN.fullmatch(token):
+            raise ProviderError(f"gcp: {where} answered with a token that is not a bearer token", provider=provider)
+        now = datetime.now(timezone.utc)
+        expiry = _aware_utc(source.credentials.expiry)
+        if expiry is not None:
+            if expiry <= now:
+                raise ProviderError(f"gcp: {where} answered with a token that has already expired", provider=provider)
+            # Google access tokens live at most 12 hours: a longer claim is not believed.
+            expiry = min(expiry, now + timedelta(seconds=MAX_TOKEN_SECONDS))
+        return Credential(token=token, expiration_timestamp=expiry)

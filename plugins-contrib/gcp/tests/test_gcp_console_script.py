@@ -1,0 +1,124 @@
+"""``cpcreds-gcp``, the provider as a KEP-541 exec plugin: run by cpcreds itself from a provider
+config (v1 and v1beta1), run directly as kubectl would run it, as a drop-in for
+``gke-gcloud-auth-plugin --use_application_default_credentials``; and the package as cpcreds finds
+it through its entry point."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
+
+from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_INFO_ENV  # noqa: E402
+from cpcreds.credential import parse_rfc3339  # noqa: E402
+
+CPCREDS = Path(sys.executable).with_name("cpcreds")
+CPCREDS_GCP = Path(sys.executable).with_name("cpcreds-gcp")
+
+
+def _exec_info(api_version: str) -> str:
+    return json.dumps(
+        {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False, "cluster": {"server": "https://34.118.0.10"}}}
+    )
+
+
+@pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
+def test_cpcreds_runs_the_console_script_as_an_exec_plugin(google, sa_key, write_json, exec_files, run_command, api_version):
+    config, profile = exec_files(api_version)
+    key_file = write_json(google.service_account_info(sa_key))
+    result = run_command(
+        [CPCREDS, "get-credential", "--config", config, "--profile", profile],
+        GOOGLE_APPLICATION_CREDENTIALS=str(key_file),
+    )
+    assert result.returncode == 0, result.stderr
+    [issued] = google.issued
+    status = json.loads(result.stdout)["status"]
+    assert status["token"] == issued.token
+    assert abs((parse_rfc3339(status["expirationTimestamp"]) - issued.expires_at).total_seconds()) < 2
+
+
+@pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
+def test_the_console_script_answers_in_the_requested_api_version(metadata, run_command, api_version):
+    result = run_command([CPCREDS_GCP], GCE_METADATA_HOST=metadata.host, **{EXEC_INFO_ENV: _exec_info(api_version)})
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["apiVersion"] == api_version and answer["kind"] == "ExecCredential"
+    assert set(answer["status"]) == {"token", "expirationTimestamp"}  # what gke-gcloud-auth-plugin prints
+    assert answer["status"]["token"] == metadata.issued[0].token
+
+
+def test_gke_gcloud_auth_plugins_flag_is_accepted(metadata, exec_files, run_command):
+    config, profile = exec_files(API_VERSION_V1BETA1, args=["--use_application_default_credentials"])
+    result = run_command(
+        [CPCREDS, "get-credential", "--config", config, "--profile", profile], GCE_METADATA_HOST=metadata.host
+    )
+    assert result.returncode == 0, result.stderr
+    assert metadata.token_scopes() == [
+        ("https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/userinfo.email")
+    ]
+
+
+def test_options_are_flags(google, sa_key, write_json, run_command):
+    key_file = write_json(google.service_account_info(sa_key))
+    result = run_command(
+        [CPCREDS_GCP, f"--credentials-file={key_file}", "--scopes", "openid,email", "-scopes", "https://www.googleapis.com/auth/cloud-platform"],
+        **{EXEC_INFO_ENV: _exec_info(API_VERSION_V1)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert google.issued[0].scopes == ("openid", "email", "https://www.googleapis.com/auth/cloud-platform")
+
+
+def test_the_expiry_is_utc_whatever_the_local_time_zone(google, sa_key, write_json, run_command):
+    # google-auth's expiry is a naive UTC datetime; read as local time it would be off by the
+    # zone's offset (5:45 in Kathmandu).
+    key_file = write_json(google.service_account_info(sa_key))
+    result = run_command([CPCREDS_GCP, f"--credentials-file={key_file}"], TZ="Asia/Kathmandu", **{EXEC_INFO_ENV: _exec_info(API_VERSION_V1)})
+    assert result.returncode == 0, result.stderr
+    expiry = parse_rfc3339(json.loads(result.stdout)["status"]["expirationTimestamp"])
+    assert abs((expiry - google.issued[0].expires_at).total_seconds()) < 2
+    assert expiry > datetime.now(UTC)
+
+
+def test_a_failure_is_one_line_on_stderr_and_exit_1_without_secrets(google, sa_key, write_json, run_command):
+    google.fail("token", echo=True, status=400)
+    key_file = write_json(google.service_account_info(sa_key))
+    result = run_command([CPCREDS_GCP, f"--credentials-file={key_file}"], **{EXEC_INFO_ENV: _exec_info(API_VERSION_V1)})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == f"cpcreds-gcp: provider gcp: gcp: token endpoint {google.token_uri} answered HTTP 400 (invalid_request)\n"
+
+
+def test_cpcreds_shows_the_plugins_error_line(exec_files, run_command, tmp_path):
+    config, profile = exec_files(API_VERSION_V1, args=[f"--credentials-file={tmp_path / 'absent.json'}"])
+    result = run_command([CPCREDS, "get-credential", "--config", config, "--profile", profile])
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert f"credentials file {tmp_path / 'absent.json'} (credentialsFile) does not exist" in result.stderr
+
+
+def test_a_bad_flag_names_the_option(run_command):
+    result = run_command([CPCREDS_GCP, "--lifetime=2h"])
+    assert result.returncode == 1
+    assert result.stderr == "cpcreds-gcp: options: lifetime only apply with impersonateServiceAccount\n"
+    unknown = run_command([CPCREDS_GCP, "--scope=openid"])
+    assert unknown.stderr.startswith("cpcreds-gcp: option scope: is not a known field")
+
+
+def test_the_package_is_found_by_its_entry_point_and_runs_in_process(google, sa_key, write_json, run_command, tmp_path, gke_profile):
+    listed = run_command([CPCREDS, "plugins"])
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^gcp\s+cpcreds-gcp 0\.1\.0$", listed.stdout, flags=re.MULTILINE)
+
+    key_file = write_json(google.service_account_info(sa_key))
+    config = tmp_path / "providers.yaml"
+    config.write_text(f"providers:\n- name: google\n  type: gcp\n  options:\n    credentialsFile: {key_file}\n")
+    profile = tmp_path / "gke-1.json"
+    profile.write_text(json.dumps(gke_profile()))
+    result = run_command([CPCREDS, "get-credential", "--config", config, "--profile", profile])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"]["token"] == google.issued[0].token
