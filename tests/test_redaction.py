@@ -233,3 +233,10 @@ def test_plugin_stderr_with_key_cut_by_the_tail_leaves_no_key_in_the_error(tmp_p
     assert "exited with code 1" in line
     for body_line in RSA_BODY:
         assert body_line[-16:] not in line and body_line[:16] not in line
+
+
+def test_a_value_starting_with_an_angle_bracket_is_redacted_but_our_placeholders_stay() -> None:
+    # Found by hypothesis (the spire provider's tests): "<" ended a bare value before it began.
+    assert redact_text("token: <00000\n") == "token: [REDACTED]\n"
+    assert redact_text("password=<hunter2>") == "password=[REDACTED]"
+    assert redact_text("token: <a str of length 5, not shown>") == "token: <a str of length 5, not shown>"

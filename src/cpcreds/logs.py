@@ -61,8 +61,11 @@ def _is_secret_name(name: str) -> bool:
 # Text between quotes, with backslash escapes; or one "word" of text without quotes.
 _QUOTED = r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\''
 _ESCAPED_QUOTED = r'\\"(?:[^"\\]|\\(?!"))*\\"'  # \"...\" inside a JSON string
-_BARE = r'[^\s"\'`<>]+'
-_VALUE = rf"(?:{_ESCAPED_QUOTED}|{_QUOTED}|{_BARE})"
+_BARE = r'[^\s"\'`]+'
+# How cpcreds itself describes a value it will not show ("<a str of length 12, not shown>"): not a
+# secret, and kept whole so that the message stays readable.
+_PLACEHOLDER = r"<a [A-Za-z]+ of length \d+, not shown>"
+_VALUE = rf"(?:{_ESCAPED_QUOTED}|{_QUOTED}|{_PLACEHOLDER}|{_BARE})"
 # A name that ends with a secret word; it must start a word (so "get-token:" is not "token:").
 _NAME_START = r"(?<![A-Za-z0-9_.\-])"
 _NAME = rf"[A-Za-z0-9_.\-]*?(?:{_ENDING_RE})"
@@ -110,7 +113,7 @@ _ASSIGN = re.compile(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
 
 def _blank(value: str) -> str:
     """REDACTED in place of ``value``, keeping its quotes (a value already masked stays as it is)."""
-    if value in (REDACTED, _MASKED):
+    if value in (REDACTED, _MASKED) or re.fullmatch(_PLACEHOLDER, value):
         return value
     for quote in ('\\"', '"', "'"):
         if len(value) >= 2 * len(quote) and value.startswith(quote) and value.endswith(quote):
