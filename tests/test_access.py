@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, access, resolve
 from cpcreds.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
-from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION
+from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 ARGS = {"additional_args": ["--audience", "https://spoke-1"]}
@@ -599,3 +599,53 @@ def test_plan_key_is_the_json_of_the_whole_identity() -> None:
     plans.append(dataclasses.replace(plans[1], timeout=float("inf")))
     for plan in plans:
         assert plan.key == key_as_before(plan)
+
+
+def assert_as_validated(cluster: ExecCluster) -> None:
+    """A plan's cluster (built without validation) is the validated ExecCluster in every way."""
+    validated = ExecCluster(**{name: getattr(cluster, name) for name in ExecCluster.model_fields})
+    assert type(cluster) is ExecCluster
+    assert cluster.__getstate__() == validated.__getstate__()
+    assert list(vars(cluster)) == list(vars(validated))
+    assert (cluster, repr(cluster), cluster.model_dump(by_alias=True)) == (validated, repr(validated), validated.model_dump(by_alias=True))
+    assert pickle.loads(pickle.dumps(cluster)) == validated
+
+
+@settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profile=_profiles, config=st.sampled_from(_configs))
+def test_a_plan_cluster_is_the_validated_exec_cluster(profile: dict, config: Any) -> None:
+    try:
+        plan = resolve(config, profile)
+    except CredentialError:
+        return
+    assert_as_validated(plan.cluster)
+
+
+_flat_values = st.one_of(
+    st.text(max_size=5), st.sampled_from(["é", "\ud800", '"\\', "\x00", "<&>"]), st.booleans(), st.none(), st.integers(), st.floats(),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2), st.builds(_Text, st.text(max_size=3)),
+)  # fmt: skip
+
+
+@given(mapping=st.dictionaries(st.text(max_size=5), _flat_values, max_size=5))
+def test_compact_json_writes_what_the_encoder_writes(mapping: dict) -> None:
+    for encoder in (json.JSONEncoder(separators=(",", ":")), access._KEY_ENCODER):
+        assert access.compact_json(mapping, encoder) == encoder.encode(mapping)
+
+
+@settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profile=_profiles, config=st.sampled_from(_configs), interactive=st.booleans())
+def test_exec_info_is_the_request_as_json_dumps_writes_it(profile: dict, config: Any, interactive: bool) -> None:
+    from cpcreds.providers.exec import exec_info
+
+    try:
+        plan = resolve(config, profile)
+    except CredentialError:
+        return
+    if plan.exec is None:
+        return
+    for spec in (plan.exec, dataclasses.replace(plan.exec, provide_cluster_info=not plan.exec.provide_cluster_info)):
+        request: dict = {"kind": "ExecCredential", "apiVersion": spec.api_version, "spec": {"interactive": interactive}}
+        if spec.provide_cluster_info:
+            request["spec"]["cluster"] = cluster_to_wire(plan.cluster)
+        assert exec_info(spec, plan, interactive=interactive) == json.dumps(request, separators=(",", ":"))

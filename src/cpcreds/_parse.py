@@ -176,7 +176,12 @@ def _text(data: str | bytes, source: str, max_bytes: int) -> str:
             raise DocumentError(f"is larger than {_size(max_bytes)}", source=source, kind="too-large")
         bad_at = -1
         try:
-            return raw.decode("utf-8-sig")
+            # The same text as utf-8-sig, through the C codec (utf-8-sig is written in Python).
+            return raw.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError:
+            pass
+        try:
+            raw.decode("utf-8-sig")  # fails as well, at the position messages have always named
         except UnicodeDecodeError as exc:
             bad_at = exc.start
         # Raised outside the except block: the decode error holds the raw bytes.
@@ -257,18 +262,21 @@ def _line_of_duplicate(text: str, key: str) -> int | None:
     return text.count("\n", 0, second.start()) + 1
 
 
+_JSON_DECODER = json.JSONDecoder(
+    object_pairs_hook=_json_object, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+)
+
+
 def _load_json(text: str, source: str, max_depth: int) -> Any:
-    if _json_depth(text) > max_depth:
+    # No deeper than its number of opening brackets: most documents need no scan for the depth.
+    if text.count("{") + text.count("[") > max_depth and _json_depth(text) > max_depth:
         raise DocumentError(f"is nested more than {max_depth} levels deep", source=source, kind="too-deep")
     problem: _JsonProblem | None = None
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_json_object,
-            parse_int=_json_int,
-            parse_float=_json_float,
-            parse_constant=_json_constant,
-        )
+        if text.startswith("\ufeff"):
+            return json.loads(text)  # which refuses it, in its own words
+        # One decoder for every call: json.loads with hooks builds a new one each time.
+        return _JSON_DECODER.decode(text)
     except json.JSONDecodeError as exc:
         reason, line = f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
     except _JsonProblem as exc:

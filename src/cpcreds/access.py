@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "resolve",
     "parse_profile",
     "cluster_to_wire",
+    "compact_json",
     "PROFILE_ENV_DENYLIST",
     "PROFILE_ENV_DENIED_PREFIXES",
     "is_denied_env_name",
@@ -195,6 +197,27 @@ def cluster_to_wire(cluster: ExecCluster) -> dict[str, Any]:
     return wire
 
 
+def compact_json(mapping: Mapping[str, Any], encoder: json.JSONEncoder) -> str:
+    """``encoder.encode(mapping)`` for a flat mapping with string keys, keys in ``encoder``'s
+    order, for an encoder with ``ensure_ascii`` and ``(",", ":")`` separators.
+
+    Strings, booleans and None are written here, anything else by ``encoder``: starting the JSON
+    encoder is among the costliest steps of a fetch when the CPU's caches are cold (right after a
+    plugin ran), and a cluster is almost always a server URL and a few strings.
+    """
+    items = sorted(mapping.items()) if encoder.sort_keys else mapping.items()
+    parts = []
+    for name, value in items:
+        if type(value) is str:
+            text = encode_basestring_ascii(value)
+        elif value is True or value is False or value is None:
+            text = "true" if value else "false" if value is False else "null"
+        else:
+            text = encoder.encode(value)
+        parts.append(encode_basestring_ascii(name) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
 @dataclass(frozen=True, eq=False)
 class AccessPlan:
     """Everything needed to get one credential, frozen; equal plans share a cached credential.
@@ -216,7 +239,7 @@ class AccessPlan:
 
     def __post_init__(self) -> None:
         sees_cluster = self.exec is None or self.exec.provide_cluster_info
-        cluster = _KEY_ENCODER.encode(cluster_to_wire(self.cluster)) if sees_cluster else "null"
+        cluster = compact_json(cluster_to_wire(self.cluster), _KEY_ENCODER) if sees_cluster else "null"
         # The JSON of {cluster, exec, kind, options, provider, timeout} with sorted keys; all but
         # the cluster is the same for every plan of a config entry, so it is encoded once.
         object.__setattr__(self, "key", '{"cluster":' + cluster + "," + _key_tail(self))
@@ -553,15 +576,8 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> 
     config = extensions.get(EXEC_EXTENSION)
     if config is not None:
         config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", ref)
-    cluster = ExecCluster(
-        server=server,
-        tls_server_name=tls_server_name,
-        insecure_skip_tls_verify=insecure_skip_tls_verify,
-        certificate_authority_data=ca_data,
-        proxy_url=proxy_url,
-        disable_compression=disable_compression,
-        config=config,
-    )
+    # The values were checked as the profile was read (by the models or the direct reading).
+    cluster = ExecCluster._of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)
     if entry.exec_config is None:
         return AccessPlan(
             provider=entry.name,

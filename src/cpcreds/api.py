@@ -275,6 +275,44 @@ class ExecCluster(_Wire):
 
     _decode_ca = field_validator("certificate_authority_data", mode="before")(_decode_base64_bytes)
 
+    @classmethod
+    def _of_validated(
+        cls,
+        server: str,
+        tls_server_name: str,
+        insecure_skip_tls_verify: bool,
+        certificate_authority_data: bytes,
+        proxy_url: str,
+        disable_compression: bool,
+        config: Any,
+    ) -> ExecCluster:
+        """``ExecCluster(server=..., ...)`` with every field given, for values that already have
+        the fields' types (a validated profile's), without validating them again: pydantic's
+        validator is the costliest step of resolving a new profile when the CPU's caches are
+        cold, right after a plugin ran. Built through the pickle protocol, so the result is the
+        validated instance in every way (tests/test_access.py compares them)."""
+        cluster = cls.__new__(cls)
+        cluster.__setstate__(
+            {
+                "__dict__": {
+                    "server": server,
+                    "tls_server_name": tls_server_name,
+                    "insecure_skip_tls_verify": insecure_skip_tls_verify,
+                    "certificate_authority_data": certificate_authority_data,
+                    "proxy_url": proxy_url,
+                    "disable_compression": disable_compression,
+                    "config": config,
+                },
+                "__pydantic_fields_set__": set(_EXEC_CLUSTER_FIELDS),
+                "__pydantic_extra__": None,
+                "__pydantic_private__": None,
+            }
+        )
+        return cluster
+
+
+_EXEC_CLUSTER_FIELDS = frozenset(ExecCluster.model_fields)
+
 
 class ExecCredentialSpec(_Wire):
     cluster: ExecCluster | None = None

@@ -73,7 +73,7 @@ class Credential:
             raise ValueError("no token and no client certificate/key pair")
         if (cert is None) != (key is None):
             raise ValueError("only one of client certificate and key; both are required")
-        if token is not None and any(ch in token for ch in "\r\n"):
+        if token is not None and ("\r" in token or "\n" in token):
             raise ValueError("token contains a line break")
         expiry = self.expiration_timestamp
         if expiry is not None and expiry.tzinfo is None:
@@ -86,13 +86,21 @@ class Credential:
     @classmethod
     def from_status(cls, status: ExecCredentialStatus) -> Credential:
         """Build from an ExecCredential status; ``ValueError`` names what is wrong."""
-        expiry = None
-        if status.expiration_timestamp:
-            expiry = parse_rfc3339(status.expiration_timestamp)
+        return cls._from_status_fields(
+            status.expiration_timestamp, status.token, status.client_certificate_data, status.client_key_data
+        )
+
+    @classmethod
+    def _from_status_fields(
+        cls, expiration_timestamp: str | None, token: str, client_certificate_data: str, client_key_data: str
+    ) -> Credential:
+        """:meth:`from_status` for the status fields as read from the wire (``expirationTimestamp``
+        as RFC 3339 text, possibly empty or None), without building the model."""
+        expiry = parse_rfc3339(expiration_timestamp) if expiration_timestamp else None
         return cls(
-            token=status.token,
-            client_certificate_data=status.client_certificate_data,
-            client_key_data=status.client_key_data,
+            token=token,
+            client_certificate_data=client_certificate_data,
+            client_key_data=client_key_data,
             expiration_timestamp=expiry,
         )
 
