@@ -41,7 +41,6 @@ __all__ = [
     "load_config",
     "parse_access_provider_flag",
     "parse_duration",
-    "describe_validation_error",
     "json_type_name",
     "DEFAULT_TIMEOUT",
     "FLAG_SOURCE",
