@@ -275,6 +275,9 @@ class _LoopbackServer:
     def __init__(self, *, token_lifetime: int) -> None:
         #: Lifetime, in seconds, of the access tokens issued from now on.
         self.token_lifetime = token_lifetime
+        #: Tokens to hand out next, in order, before random ones (for a server that must know
+        #: the token in advance, such as a fake kube-apiserver).
+        self.preset_tokens: list[str] = []
         self._lock = threading.Lock()
         self._faults: dict[str, list[Fault]] = {}
         self._issued: list[IssuedToken] = []
@@ -345,8 +348,10 @@ class _LoopbackServer:
 
     def _issue(self, principal: str, scopes: tuple[str, ...], grant: str, *, lifetime: int | None = None, delegates: tuple[str, ...] = ()) -> IssuedToken:
         seconds = self.token_lifetime if lifetime is None else lifetime
+        with self._lock:
+            preset = self.preset_tokens.pop(0) if self.preset_tokens else None
         issued = IssuedToken(
-            token="ya29.fake-" + secrets.token_urlsafe(32),
+            token=preset or "ya29.fake-" + secrets.token_urlsafe(32),
             principal=principal,
             scopes=scopes,
             expires_at=datetime.now(UTC) + timedelta(seconds=seconds),

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
 from cpcreds.api import EXEC_INFO_ENV
+from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountKey
 
 BIN = Path(sys.executable).parent
@@ -25,6 +26,10 @@ CPCREDS = BIN / "cpcreds"
 CPCREDS_GCP = BIN / "cpcreds-gcp"
 PROVIDER = "google"  # the access-provider name GKE fleets publish
 SERVER = "https://34.118.0.10"
+
+# The spoke fixtures of the core suite, for kubectl against a fake cluster.
+pki = spoke_fixtures.pki
+make_spoke = spoke_fixtures.make_spoke
 
 #: Variables that would let application default credentials (or a proxy) reach something real.
 _OUTSIDE = (

@@ -5,8 +5,11 @@ it through its entry point."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import secrets
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,7 +107,7 @@ def test_cpcreds_shows_the_plugins_error_line(exec_files, run_command, tmp_path)
 def test_a_bad_flag_names_the_option(run_command):
     result = run_command([CPCREDS_GCP, "--lifetime=2h"])
     assert result.returncode == 1
-    assert result.stderr == "cpcreds-gcp: options: lifetime only apply with impersonateServiceAccount\n"
+    assert result.stderr == "cpcreds-gcp: options: lifetime applies only with impersonateServiceAccount\n"
     unknown = run_command([CPCREDS_GCP, "--scope=openid"])
     assert unknown.stderr.startswith("cpcreds-gcp: option scope: is not a known field")
 
@@ -122,3 +125,51 @@ def test_the_package_is_found_by_its_entry_point_and_runs_in_process(google, sa_
     result = run_command([CPCREDS, "get-credential", "--config", config, "--profile", profile])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["status"]["token"] == google.issued[0].token
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_runs_it_in_place_of_gke_gcloud_auth_plugin(metadata, make_spoke, pki, run_command, tmp_path):
+    # The user entry `gcloud container clusters get-credentials` writes, with the command swapped.
+    # kubectl runs the plugin for discovery and again for the request; like the real metadata
+    # server, the fake answers each time with the instance's current token.
+    token = "ya29.kubectl-" + secrets.token_urlsafe(24)
+    metadata.preset_tokens.extend([token] * 8)
+    spoke = make_spoke(tokens=[token])
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "gke", "cluster": {"server": spoke.url, "certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}}],
+                "users": [
+                    {
+                        "name": "gke",
+                        "user": {
+                            "exec": {
+                                "apiVersion": API_VERSION_V1BETA1,
+                                "command": str(CPCREDS_GCP),
+                                "args": ["--use_application_default_credentials"],
+                                "installHint": "pip install cpcreds-gcp",
+                                "provideClusterInfo": True,
+                                "interactiveMode": "IfAvailable",
+                            }
+                        },
+                    }
+                ],
+                "contexts": [{"name": "gke", "context": {"cluster": "gke", "user": "gke"}}],
+                "current-context": "gke",
+            }
+        )
+    )
+    (tmp_path / "home").mkdir()
+    result = run_command(
+        ["kubectl", "--kubeconfig", kubeconfig, "--request-timeout=20s", "get", "namespaces", "-o", "name"],
+        GCE_METADATA_HOST=metadata.host,
+        HOME=str(tmp_path / "home"),
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "namespace/default" in result.stdout.split()
+    assert token not in result.stderr
+    assert all(seen.token == token and seen.auth == "token" for seen in spoke.requests)

@@ -83,8 +83,8 @@ def test_the_impersonation_url_is_built_from_the_iam_endpoint():
         ({"impersonateServiceAccount": SA, "lifetime": "13h"}, "field options.lifetime: must be between 1s and 12h"),
         ({"impersonateServiceAccount": SA, "lifetime": True}, "field options.lifetime: must be a duration such as 30m or 1h"),
         ({"impersonateServiceAccount": SA, "iamEndpoint": "ftp://x"}, "field options.iamEndpoint: must be an http(s) URL"),
-        ({"delegates": "a@b.c"}, "options: delegates only apply with impersonateServiceAccount"),
-        ({"lifetime": "1h", "iamEndpoint": "https://x"}, "options: lifetime, iamEndpoint only apply with impersonateServiceAccount"),
+        ({"delegates": "a@b.c"}, "options: delegates applies only with impersonateServiceAccount"),
+        ({"lifetime": "1h", "iamEndpoint": "https://x"}, "options: lifetime and iamEndpoint apply only with impersonateServiceAccount"),
         ({"scope": "openid"}, "field options.scope: is not a known field"),
     ],
 )

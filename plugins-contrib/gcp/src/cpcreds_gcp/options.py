@@ -140,7 +140,8 @@ class GcpOptions(BaseModel):
             given = [name for name, set_ in (("delegates", bool(self.delegates)), ("lifetime", self.lifetime is not None),
                                              ("iamEndpoint", self.iam_endpoint != DEFAULT_IAM_ENDPOINT)) if set_]
             if given:
-                raise ValueError(f"{', '.join(given)} only apply with impersonateServiceAccount")
+                verb = "applies" if len(given) == 1 else "apply"
+                raise ValueError(f"{' and '.join(given) if len(given) < 3 else ', '.join(given)} {verb} only with impersonateServiceAccount")
         return self
 
     def impersonation_url(self) -> str | None:

@@ -14,11 +14,11 @@ from cpcreds.plugin import run_provider
 
 from .provider import GcpProvider
 
-__all__ = ["cpcreds_register_providers", "main", "GcpProvider"]
+__all__ = ["cpcreds_register_providers", "main", "GcpProvider", "ADC_FLAGS"]
 
-# gke-gcloud-auth-plugin's flag. This plugin always uses application default credentials, so
-# the flag is accepted (a kubeconfig's args carry over unchanged) and means nothing more.
-_ADC_FLAGS = frozenset(
+#: gke-gcloud-auth-plugin's flag. This plugin always uses application default credentials, so
+#: the flag is accepted (a kubeconfig's args carry over unchanged) and means nothing more.
+ADC_FLAGS = frozenset(
     f"{dashes}use_application_default_credentials{value}" for dashes in ("-", "--") for value in ("", "=true", "=True", "=1")
 )
 
@@ -30,4 +30,4 @@ def cpcreds_register_providers(register: Any) -> None:
 
 def main() -> NoReturn:
     """Run the gcp provider as a KEP-541 exec plugin (``cpcreds-gcp``)."""
-    run_provider(GcpProvider, name="gcp", argv=[arg for arg in sys.argv[1:] if arg not in _ADC_FLAGS])
+    run_provider(GcpProvider, name="gcp", argv=[arg for arg in sys.argv[1:] if arg not in ADC_FLAGS])

@@ -84,7 +84,7 @@ class GcpProvider:
         self._sessions: tuple[requests.Session, requests.Session] | None = None
 
     def get_credential(self, plan: AccessPlan) -> Credential:
-        deadline = Deadline(plan.timeout)
+        deadline = Deadline(plan.timeout, margin=min(0.5, 0.1 * plan.timeout))
         if not self._lock.acquire(timeout=max(0.0, plan.timeout)):
             raise ProviderError(f"gcp: another token refresh did not finish within the {plan.timeout:g}s timeout", provider=plan.provider)
         try:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import google.auth.transport
@@ -45,11 +45,16 @@ def _blank_tokens(text: str) -> str:
 
 
 class Deadline:
-    """The end of one fetch, on the monotonic clock."""
+    """The end of one fetch, on the monotonic clock: ``seconds`` from now, less ``margin``.
 
-    def __init__(self, seconds: float) -> None:
+    ``seconds`` is what messages name (the plan's timeout); the margin lets the provider's own
+    error, which names the endpoint that did not answer, reach the engine before the engine's
+    timeout (which cannot name it) fires.
+    """
+
+    def __init__(self, seconds: float, margin: float = 0.0) -> None:
         self.seconds = seconds
-        self._at = time.monotonic() + seconds
+        self._at = time.monotonic() + max(0.0, seconds - margin)
 
     def remaining(self) -> float:
         return self._at - time.monotonic()
@@ -227,7 +232,7 @@ class BoundedRequest(google.auth.transport.Request):
         self.exchanges.append(exchange)
         return _Response(response.status_code, response.headers, data)
 
-    def _abort(self, exchange: Exchange) -> Any:
+    def _abort(self, exchange: Exchange) -> NoReturn:
         self.exchanges.append(exchange)
         raise Abort(exchange.describe())
 
