@@ -6,53 +6,91 @@ KEP-5339 ClusterProfile credential plugins on KEP-541 exec credential providers:
     engine = CredentialEngine.from_file("providers.yaml")
     credential = engine.get_credential(cluster_profile)   # dict from the API, or a model
 
-Importing this package configures nothing (no logging, no metrics server, no global state).
+Importing this package configures nothing (no logging, no metrics server, no global state), and
+imports nothing either: each public name is imported from its module when it is first used
+(PEP 562). ``cpcreds get-credential`` answers from its disk cache through ``cpcreds._entry``,
+which Python can only import after this file; an eager import here would cost that path ~0.3 s.
 """
 
-from __future__ import annotations
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
+    from .access import AccessPlan, ExecSpec, parse_profile, resolve
+    from .api import (
+        ADDITIONAL_ARGS_EXTENSION,
+        ADDITIONAL_ENVS_EXTENSION,
+        API_VERSION_V1,
+        API_VERSION_V1BETA1,
+        EXEC_EXTENSION,
+        ClusterProfile,
+        ExecCluster,
+        ExecConfig,
+        ExecCredential,
+    )
+    from .config import ProviderConfig, ProviderEntry, Settings, load_config, parse_access_provider_flag
+    from .credential import Credential
+    from .engine import CredentialEngine
+    from .errors import (
+        ConfigError,
+        CredentialError,
+        EngineClosed,
+        InteractiveModeError,
+        NoMatchingProvider,
+        PluginError,
+        PluginExecutionError,
+        PluginNotFound,
+        PluginOutputError,
+        PluginTimeout,
+        ProfileError,
+        ProviderError,
+        ProviderTimeout,
+    )
+    from .hookspecs import Provider, hookimpl
+    from .kube import remove_certificate_files
+    from .policies import BackoffPolicy, RefreshPolicy
+    from .providers.exec import ExecProvider
+    from .registry import ProviderRegistry
 
-from importlib.metadata import PackageNotFoundError, version
+    __version__: str
 
-from .access import AccessPlan, ExecSpec, parse_profile, resolve
-from .api import (
-    ADDITIONAL_ARGS_EXTENSION,
-    ADDITIONAL_ENVS_EXTENSION,
-    API_VERSION_V1,
-    API_VERSION_V1BETA1,
-    EXEC_EXTENSION,
-    ClusterProfile,
-    ExecCluster,
-    ExecConfig,
-    ExecCredential,
-)
-from .config import ProviderConfig, ProviderEntry, Settings, load_config, parse_access_provider_flag
-from .credential import Credential
-from .engine import CredentialEngine
-from .kube import remove_certificate_files
-from .policies import BackoffPolicy, RefreshPolicy
-from .errors import (
-    ConfigError,
-    CredentialError,
-    EngineClosed,
-    InteractiveModeError,
-    NoMatchingProvider,
-    PluginError,
-    PluginExecutionError,
-    PluginNotFound,
-    PluginOutputError,
-    PluginTimeout,
-    ProfileError,
-    ProviderError,
-    ProviderTimeout,
-)
-from .hookspecs import Provider, hookimpl
-from .providers.exec import ExecProvider
-from .registry import ProviderRegistry
-
-try:
-    __version__ = version("cpcreds")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+#: The module that defines each public name (the imports above, for the interpreter).
+_EXPORTS = {
+    "access": ("AccessPlan", "ExecSpec", "parse_profile", "resolve"),
+    "api": (
+        "ADDITIONAL_ARGS_EXTENSION",
+        "ADDITIONAL_ENVS_EXTENSION",
+        "API_VERSION_V1",
+        "API_VERSION_V1BETA1",
+        "EXEC_EXTENSION",
+        "ClusterProfile",
+        "ExecCluster",
+        "ExecConfig",
+        "ExecCredential",
+    ),
+    "config": ("ProviderConfig", "ProviderEntry", "Settings", "load_config", "parse_access_provider_flag"),
+    "credential": ("Credential",),
+    "engine": ("CredentialEngine",),
+    "errors": (
+        "ConfigError",
+        "CredentialError",
+        "EngineClosed",
+        "InteractiveModeError",
+        "NoMatchingProvider",
+        "PluginError",
+        "PluginExecutionError",
+        "PluginNotFound",
+        "PluginOutputError",
+        "PluginTimeout",
+        "ProfileError",
+        "ProviderError",
+        "ProviderTimeout",
+    ),
+    "hookspecs": ("Provider", "hookimpl"),
+    "kube": ("remove_certificate_files",),
+    "policies": ("BackoffPolicy", "RefreshPolicy"),
+    "providers.exec": ("ExecProvider",),
+    "registry": ("ProviderRegistry",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "__version__",
@@ -97,3 +135,29 @@ __all__ = [
     "PluginOutputError",
     "InteractiveModeError",
 ]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cpcreds")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0.0.0+unknown"
+
+
+def __getattr__(name: str) -> object:
+    if name == "__version__":
+        value: object = _version()
+    elif name in _MODULE_OF:
+        from importlib import import_module
+
+        value = getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # the next use is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
