@@ -1,3 +1,15 @@
 """Shared fixtures: the fakes (PKI, spoke clusters) come from tests.fakes.fixtures."""
 
+import atexit
+import os
+import shutil
+import tempfile
+
 pytest_plugins = ["tests.fakes.fixtures", "tests.serve_harness"]
+
+# `cpcreds get-credential` caches answers under $XDG_CACHE_HOME/cpcreds: the tests, and every
+# cpcreds they start, use a cache of their own, never the user's. tests/test_cli_cache.py points
+# each of its tests at a fresh one.
+_CACHE_HOME = tempfile.mkdtemp(prefix="cpcreds-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+atexit.register(shutil.rmtree, _CACHE_HOME, True)

@@ -55,7 +55,7 @@ def complete_bash(tmp_path: Path, line: str) -> list[str]:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("cpcreds ", ["--help", "--version", "-h", "completion", "get-credential", "kubeconfig", "plugins", "resolve", "serve", "validate"]),
+        ("cpcreds ", ["--help", "--version", "-h", "cache", "completion", "get-credential", "kubeconfig", "plugins", "resolve", "serve", "validate"]),
         ("cpcreds get-cr", ["get-credential"]),
         ("cpcreds resolve --sh", ["--show-values"]),
         ("cpcreds kubeconfig --sk", ["--skip-unmatched"]),
@@ -65,6 +65,8 @@ def complete_bash(tmp_path: Path, line: str) -> list[str]:
         ("cpcreds get-credential --api-version client.authentication.k8s.io/v1b", ["client.authentication.k8s.io/v1beta1"]),
         ("cpcreds plugins -o ", ["json", "text"]),
         ("cpcreds completion ", ["--help", "-h", "bash", "fish", "zsh"]),
+        ("cpcreds cache ", ["--help", "-h", "--profile", "clear"]),
+        ("cpcreds get-credential --no-c", ["--no-cache"]),
         ("cpcreds get-credential --name ", []),
     ],
 )

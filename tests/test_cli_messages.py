@@ -103,7 +103,7 @@ def test_unknown_command_suggests_the_closest_one(cli: Any) -> None:
 
 def test_unknown_command_like_no_other_lists_the_commands(cli: Any) -> None:
     match = cli("bogus").line(2, USAGE_LINE)
-    assert "unknown command 'bogus'; commands: get-credential, resolve, kubeconfig, validate, plugins, serve, completion" in match.string
+    assert "unknown command 'bogus'; commands: get-credential, resolve, kubeconfig, validate, plugins, serve, cache, completion" in match.string
 
 
 def test_missing_option_of_a_command_points_to_that_commands_help(cli: Any, config_file: Path) -> None:

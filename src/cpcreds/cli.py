@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .access import AccessPlan
 from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .config import FLAG_SOURCE, ProviderConfig, Settings, load_config, parse_access_provider_flag
@@ -40,6 +39,7 @@ examples:
   KUBECONFIG=fleet.kubeconfig kubectl --context my-cluster get namespaces
   cpcreds validate --config providers.yaml
   cpcreds plugins
+  cpcreds cache clear --profile fleet.yaml
   source <(cpcreds completion bash)
 
 environment:
@@ -50,10 +50,12 @@ environment:
   CPCREDS_DEFAULT_API_VERSION  apiVersion of flag-defined providers (default client.authentication.k8s.io/v1)
   CPCREDS_DISABLE_PLUGINS   entry-point names not to load, comma-separated, or *
   CPCREDS_PLUGINS           allow-list of entry-point names to load
+  CPCREDS_CACHE             off: get-credential neither reads nor writes its disk cache (default: on)
+  XDG_CACHE_HOME            the disk cache is $XDG_CACHE_HOME/cpcreds (default: ~/.cache/cpcreds)
 """
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "completion")
+COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "cache", "completion")
 SHELLS = ("bash", "zsh", "fish")
 
 _INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
@@ -89,6 +91,20 @@ class _Parser(argparse.ArgumentParser):
                     message += hint
                     break
         self.error(message)
+
+
+class _VersionAction(argparse._VersionAction):
+    """``--version``: the installed version, looked up only when asked for (importlib.metadata
+    costs every other run of the command ~10 ms, get-credential's cache misses included)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from . import __version__
+
+        self.version = f"cpcreds {__version__}"
+        super().__call__(parser, *args)
 
 
 def _add_config_option(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -132,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"cpcreds {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers: dict[str, _Parser] = {}
 
@@ -146,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
         "print the ExecCredential for a ClusterProfile",
         "Print the ExecCredential for a ClusterProfile: pick its provider, run the exec plugin or "
         "in-process provider, print the answer. Run by a client as an exec plugin "
-        "(KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for.",
+        "(KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for. An answer "
+        "with an expiry is kept in $XDG_CACHE_HOME/cpcreds (else ~/.cache/cpcreds) and printed "
+        "again, without running the provider, until shortly before it expires.",
     )
     _add_provider_options(get)
     get.add_argument(
@@ -155,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else client.authentication.k8s.io/v1)",
     )
     _add_format_option(get, "on one line, as exec clients read it")
+    get.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the disk cache (CPCREDS_CACHE=off does the same)",
+    )
     get.set_defaults(handler=_cmd_get_credential)
 
     res = add(
@@ -213,6 +236,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_serve_options(srv)
     srv.set_defaults(handler=_cmd_serve)
+
+    cache = add(
+        "cache",
+        "clear the credentials get-credential keeps on disk",
+        "Manage the disk cache of get-credential ($XDG_CACHE_HOME/cpcreds, else ~/.cache/cpcreds). "
+        "`cache clear` removes every cached credential; with --profile FILE, only those of that "
+        "ClusterProfile file. Run it after revoking a token: the next get-credential runs the provider.",
+    )
+    cache.add_argument("action", metavar="ACTION", choices=("clear",), help="clear: remove cached credentials")
+    cache.add_argument("--profile", metavar="FILE", help="only the credentials of this ClusterProfile file")
+    cache.set_defaults(handler=_cmd_cache)
 
     comp = add(
         "completion",
@@ -332,15 +366,18 @@ def _engine(config: ProviderConfig) -> Any:
     return CredentialEngine(config)
 
 
-def _print(value: Any, output: str, *, compact: bool = False) -> None:
+def _render(value: Any, output: str, *, compact: bool = False) -> str:
     if output == "yaml":
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(value, sort_keys=False))
-    elif compact:
-        sys.stdout.write(json.dumps(value) + "\n")
-    else:
-        sys.stdout.write(json.dumps(value, indent=2) + "\n")
+        return yaml.safe_dump(value, sort_keys=False)
+    if compact:
+        return json.dumps(value) + "\n"
+    return json.dumps(value, indent=2) + "\n"
+
+
+def _print(value: Any, output: str, *, compact: bool = False) -> None:
+    sys.stdout.write(_render(value, output, compact=compact))
 
 
 def _warn(message: str) -> None:
@@ -348,6 +385,30 @@ def _warn(message: str) -> None:
 
 
 # -- commands --------------------------------------------------------------------------------
+
+
+def _disk_cache_key(args: argparse.Namespace, settings: Settings) -> Any:
+    """The disk cache key of this get-credential run (see cpcreds.diskcache), or None when the
+    answer is not to be cached: the cache is off, or the key would not describe this run."""
+    from . import diskcache
+
+    setting = diskcache.cache_setting(os.environ)
+    if setting is None:
+        value = os.environ.get("CPCREDS_CACHE", "")
+        shown = repr(value) if len(value) <= 32 and value.isprintable() else "an unprintable value"
+        raise ConfigError(f"must be 'on' or 'off' (got {shown})", source="CPCREDS_CACHE")
+    argv = getattr(args, "argv", None)
+    if not setting or args.no_cache or not argv or argv[0] != "get-credential":
+        return None
+    key = diskcache.cache_key(argv[1:], os.environ)
+    if key is None:
+        return None
+    # The key hashed the files its own reading of the arguments found; cache only if argparse and
+    # the settings chose the same ones, or a change to the file really used would go unseen.
+    config_path = _config_path(args, settings)
+    if key.config != (os.path.realpath(config_path) if config_path else None) or key.profile != os.path.realpath(args.profile):
+        return None
+    return key
 
 
 def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
@@ -358,11 +419,41 @@ def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
     except PluginRequestError as exc:
         raise ConfigError(str(exc)) from None
     api_version = args.api_version or request.api_version
+    cache_key = _disk_cache_key(args, settings)  # before the files are read: see diskcache.store
     config = _load_provider_config(args, settings)
     (profile,) = _profiles(args)
     with _engine(config) as engine:
         credential = engine.get_credential(profile)
-    _print(credential.to_exec_credential(api_version), args.output, compact=True)
+    text = _render(credential.to_exec_credential(api_version), args.output, compact=True)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if cache_key is not None and credential.expiration_timestamp is not None:  # never one without expiry
+        import time
+
+        from . import diskcache
+        from .policies import RefreshPolicy
+
+        now = time.time()
+        # Served until a running engine would refresh it: e.g. 55 min of a 1 h token.
+        serve_until = RefreshPolicy().refresh_at(now, credential.expiration_timestamp.timestamp())
+        diskcache.store(cache_key, text.encode("utf-8"), serve_until, os.environ, now=now)
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
+    from . import diskcache
+
+    try:
+        directory, removed = diskcache.clear(os.environ, args.profile)
+    except diskcache.UntrustedCacheDir as exc:
+        raise CredentialError(str(exc)) from None
+    except OSError as exc:
+        where = exc.filename or "the cache directory"
+        raise CredentialError(f"{where}: cannot clear: {exc.strerror or type(exc).__name__}") from None
+    what = f"{removed} cached credential{'' if removed == 1 else 's'}"
+    if args.profile is not None:
+        what += f" of {args.profile}"
+    print(f"removed {what} from {directory}")
     return 0
 
 
@@ -675,6 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:  # like kubectl: the help, on stdout, and success
         parser.print_help()
         return 0
+    args.argv = tuple(argv)  # get-credential's disk cache key is computed from the words as given
     try:
         settings = Settings()
     except CredentialError as exc:  # names the variable: "CPCREDS_LOG_LEVEL: must be ..."
