@@ -11,7 +11,6 @@ import re
 import secrets
 import shutil
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,8 @@ def _exec_info(api_version: str) -> str:
 
 @pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
 def test_cpcreds_runs_the_console_script_as_an_exec_plugin(google, sa_key, write_json, exec_files, run_command, api_version):
-    config, profile = exec_files(api_version)
+    # With gke-gcloud-auth-plugin's flag, as a config written for it would pass.
+    config, profile = exec_files(api_version, args=["--use_application_default_credentials"])
     key_file = write_json(google.service_account_info(sa_key))
     result = run_command(
         [CPCREDS, "get-credential", "--config", config, "--profile", profile],
@@ -44,27 +44,49 @@ def test_cpcreds_runs_the_console_script_as_an_exec_plugin(google, sa_key, write
     status = json.loads(result.stdout)["status"]
     assert status["token"] == issued.token
     assert abs((parse_rfc3339(status["expirationTimestamp"]) - issued.expires_at).total_seconds()) < 2
+    assert issued.scopes == ("https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/userinfo.email")
+
+
+AUDIENCE = "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/fleet/providers/hub"
+
+
+def _source(name, google, metadata, sa_key, target_key, write_json, gcloud_dir, tmp_path):
+    """(arguments, environment, issuer) that make cpcreds-gcp use one credential source."""
+    if name == "service-account":
+        return [], {"GOOGLE_APPLICATION_CREDENTIALS": str(write_json(google.service_account_info(sa_key)))}, google
+    if name == "workload-identity-federation":
+        subject = tmp_path / "subject-token"
+        subject.write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJmbGVldCJ9.c2ln")
+        google.add_external_subject(subject.read_text(), AUDIENCE)
+        info = google.external_account_info(AUDIENCE, {"file": str(subject)})
+        return [f"--credentials-file={write_json(info)}"], {}, google
+    if name == "gcloud-user":  # refreshed at https://oauth2.googleapis.com/token, through the proxy
+        (gcloud_dir / "application_default_credentials.json").write_text(json.dumps(google.add_user("developer@example.com")))
+        return [], {}, google
+    if name == "metadata-server":
+        return [], {"GCE_METADATA_HOST": metadata.host}, metadata
+    # impersonation, at https://iamcredentials.googleapis.com through the proxy
+    google.allow_impersonation(sa_key.email, target_key.email)
+    key_file = write_json(google.service_account_info(sa_key))
+    return [f"--credentials-file={key_file}", f"--impersonate-service-account={target_key.email}", "--lifetime=20m"], {}, google
 
 
 @pytest.mark.parametrize("api_version", [API_VERSION_V1, API_VERSION_V1BETA1])
-def test_the_console_script_answers_in_the_requested_api_version(metadata, run_command, api_version):
-    result = run_command([CPCREDS_GCP], GCE_METADATA_HOST=metadata.host, **{EXEC_INFO_ENV: _exec_info(api_version)})
+@pytest.mark.parametrize("source", ["service-account", "workload-identity-federation", "gcloud-user", "metadata-server", "impersonation"])
+def test_each_credential_source_through_the_console_script(
+    google_via_proxy, metadata, sa_key, target_key, write_json, no_outside_credentials, tmp_path, run_command, source, api_version
+):
+    args, env, issuer = _source(source, google_via_proxy, metadata, sa_key, target_key, write_json, no_outside_credentials, tmp_path)
+    # google-auth's expiry is a naive UTC time: read as local time it would be off by the zone's
+    # offset, 5:45 in Kathmandu.
+    result = run_command([CPCREDS_GCP, *args], TZ="Asia/Kathmandu", **env, **{EXEC_INFO_ENV: _exec_info(api_version)})
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["apiVersion"] == api_version and answer["kind"] == "ExecCredential"
     assert set(answer["status"]) == {"token", "expirationTimestamp"}  # what gke-gcloud-auth-plugin prints
-    assert answer["status"]["token"] == metadata.issued[0].token
-
-
-def test_gke_gcloud_auth_plugins_flag_is_accepted(metadata, exec_files, run_command):
-    config, profile = exec_files(API_VERSION_V1BETA1, args=["--use_application_default_credentials"])
-    result = run_command(
-        [CPCREDS, "get-credential", "--config", config, "--profile", profile], GCE_METADATA_HOST=metadata.host
-    )
-    assert result.returncode == 0, result.stderr
-    assert metadata.token_scopes() == [
-        ("https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/userinfo.email")
-    ]
+    issued = issuer.issued[-1]
+    assert answer["status"]["token"] == issued.token
+    assert abs((parse_rfc3339(answer["status"]["expirationTimestamp"]) - issued.expires_at).total_seconds()) < 2
 
 
 def test_options_are_flags(google, sa_key, write_json, run_command):
@@ -75,17 +97,6 @@ def test_options_are_flags(google, sa_key, write_json, run_command):
     )
     assert result.returncode == 0, result.stderr
     assert google.issued[0].scopes == ("openid", "email", "https://www.googleapis.com/auth/cloud-platform")
-
-
-def test_the_expiry_is_utc_whatever_the_local_time_zone(google, sa_key, write_json, run_command):
-    # google-auth's expiry is a naive UTC datetime; read as local time it would be off by the
-    # zone's offset (5:45 in Kathmandu).
-    key_file = write_json(google.service_account_info(sa_key))
-    result = run_command([CPCREDS_GCP, f"--credentials-file={key_file}"], TZ="Asia/Kathmandu", **{EXEC_INFO_ENV: _exec_info(API_VERSION_V1)})
-    assert result.returncode == 0, result.stderr
-    expiry = parse_rfc3339(json.loads(result.stdout)["status"]["expirationTimestamp"])
-    assert abs((expiry - google.issued[0].expires_at).total_seconds()) < 2
-    assert expiry > datetime.now(UTC)
 
 
 def test_a_failure_is_one_line_on_stderr_and_exit_1_without_secrets(google, sa_key, write_json, run_command):

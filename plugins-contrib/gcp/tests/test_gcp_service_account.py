@@ -4,6 +4,7 @@ across clusters, and every way the token endpoint can fail."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -55,8 +56,6 @@ def test_google_application_credentials_names_the_key_file(google, sa_key, write
 
 
 def test_gclouds_well_known_file_is_used_when_nothing_else_is_set(google, sa_key, make_engine, gke_profile, no_outside_credentials):
-    import json
-
     (no_outside_credentials / "application_default_credentials.json").write_text(json.dumps(google.service_account_info(sa_key)))
     assert make_engine().get_credential(gke_profile()).token == google.issued[0].token
 
@@ -121,6 +120,18 @@ def test_a_token_google_auth_no_longer_calls_valid_is_refreshed_not_reused(googl
     second = engine.get_credential(gke_profile("gke-2", server="https://10.0.0.2"))
     assert first.token != second.token
     assert len(google.calls("token")) == 2
+
+
+def test_a_rotated_key_file_is_read_again_at_the_next_refresh(google, sa_key, target_key, write_json, make_engine, gke_profile):
+    google.token_lifetime = 200  # never "valid" to google-auth: every fetch refreshes
+    path = write_json(google.service_account_info(sa_key))
+    engine = make_engine({"credentialsFile": str(path)})
+    engine.get_credential(gke_profile("gke-1"))
+    rotated = path.with_name("rotated.json")
+    rotated.write_text(json.dumps(google.service_account_info(target_key)))
+    rotated.replace(path)  # as a Secret volume swaps its files: a new inode under the same name
+    engine.get_credential(gke_profile("gke-2", server="https://10.0.0.2"))
+    assert [t.principal for t in google.issued] == [sa_key.email, target_key.email]
 
 
 def test_expiry_is_the_tokens_expires_in_read_as_utc(google, sa_key, write_json, make_engine, gke_profile):

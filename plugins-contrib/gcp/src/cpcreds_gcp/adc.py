@@ -46,6 +46,22 @@ class Source:
     endpoints: dict[str, str] = field(default_factory=dict)
     #: ``host[:port]`` called without proxies (the metadata server is link-local).
     direct: frozenset[str] = frozenset()
+    #: The credentials file, and its identity when it was read (see :meth:`changed`).
+    path: Path | None = None
+    stamp: tuple[int, int, int] | None = None
+
+    def changed(self) -> bool:
+        """True when the credentials file is no longer the one that was read: a rotated key in a
+        mounted Secret (whose symlink swap gives a new inode), an edited file, a deleted one."""
+        return self.path is not None and _stamp(self.path) != self.stamp
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
 
 
 def well_known_file(environ: Mapping[str, str]) -> Path:
@@ -66,6 +82,7 @@ def _shown(path: Path | str) -> str:
 def _from_file(path: Path, origin: str, options: GcpOptions) -> Source:
     where = f"credentials file {_shown(path)} ({origin})"
     problem = None
+    stamp = _stamp(path)  # before reading: a change while reading is seen next time
     try:
         info = read_credentials_file(path)
         loaded = load_credentials_info(info, options.scopes)
@@ -76,7 +93,7 @@ def _from_file(path: Path, origin: str, options: GcpOptions) -> Source:
     if problem is not None:
         # Raised here, not in the except blocks: nothing of the parsing chains onto it.
         raise SourceError(problem)
-    return Source(loaded.credentials, f"{loaded.kind} from {_shown(path)} ({origin})", loaded.endpoints)
+    return Source(loaded.credentials, f"{loaded.kind} from {_shown(path)} ({origin})", loaded.endpoints, path=path, stamp=stamp)
 
 
 def _from_metadata(host: str, origin: str, options: GcpOptions) -> Source:
@@ -94,10 +111,11 @@ def _find(options: GcpOptions, request: BoundedRequest, environ: Mapping[str, st
     gcloud_file = well_known_file(environ)
     if gcloud_file.is_file():
         return _from_file(gcloud_file, "gcloud application-default credentials", options)
-    problem = None
+    problem, address = None, ""
     try:
         host, variable = metadata_host(environ)
-        address = probe_address(environ)
+        if host is None:
+            address = probe_address(environ)
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:
@@ -136,4 +154,4 @@ def find_source(options: GcpOptions, request: BoundedRequest, environ: Mapping[s
     )
     endpoints = {**source.endpoints, shown_url(url): "IAM Credentials endpoint"}
     description = f"{options.impersonate_service_account} impersonated by {source.description}"
-    return Source(credentials, description, endpoints, source.direct)
+    return Source(credentials, description, endpoints, source.direct, source.path, source.stamp)

@@ -115,6 +115,10 @@ class GcpProvider:
     def _refresh(self, plan: AccessPlan, deadline: Deadline) -> Credential:
         request = self._request(deadline)
         problem = None
+        if self._source is not None and self._source.changed():
+            # A rotated key (or a new federation config) is read again; the token it gave is
+            # not reused either.
+            self._source, self._held = None, None
         if self._source is None:
             try:
                 self._source = find_source(self.options, request)
