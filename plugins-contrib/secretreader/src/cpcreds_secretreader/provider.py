@@ -21,7 +21,6 @@ from cpcreds.credential import Credential
 from cpcreds.errors import ProviderError
 
 from .hub import HUB_CLIENTS, SERVICE_ACCOUNT_DIR, HubClient, HubClients, HubError, HubSource, default_namespace, resolve_hub_source
-from .kubeconfig import kubeconfig_user
 from .options import (
     HubOptions,
     KubeconfigSecretReaderOptions,
@@ -179,6 +178,9 @@ class KubeconfigSecretReaderProvider(_HubProvider):
         where = f"Secret {namespace}/{name}"
         secret = self._read_secret(plan, hub, namespace, name)
         what = f"{where} data.{key}"
+        # Imported here: the token-only console script need not load the kubeconfig reader.
+        from .kubeconfig import kubeconfig_user
+
         problem = None
         try:
             user = kubeconfig_user(data_value(secret, key, where), context=context, what=what)

@@ -1,0 +1,195 @@
+"""The secretreader provider (plugins-contrib/secretreader) against the hub fake (issue 8).
+
+    .venv/bin/python bench/bench_secretreader.py [--rounds 20] [--clusters 1000]
+
+(a) Cold, one cluster: ``CredentialEngine.get_credential(profile)`` for a cluster the engine has
+    never seen (a new plan: resolve, single-flight, one Secret GET over the shared hub client,
+    token checks, cache) against running the ``cpcreds-secretreader`` console script for the
+    same Secret (KUBERNETES_EXEC_INFO set as client-go sets it), alternating which goes first.
+    Target: in-process at least 20x faster. Also the console script's start-up: a full run
+    against ``.venv/bin/python -c pass``, and ``-X importtime``'s total for its module.
+(b) 1,000 clusters' first credentials in-process, one after the other, against 1,000 bare
+    ``CoreV1Api.read_namespaced_secret`` calls for the same Secrets with the official client in
+    the same process, alternating per cluster which side goes first. Targets: one hub
+    connection for all of them, total within 3x of the bare GETs.
+
+The hub fake runs in this process (threads), on loopback with real TLS: its own time is in both
+sides' figures. Needs the test dependencies and the package:
+``pip install -e '.[test]' -e plugins-contrib/secretreader``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import summary, tmpdir
+from prometheus_client import CollectorRegistry
+
+from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes
+from tests.fakes.hub import HubServer, secret  # noqa: E402
+
+BIN = Path(sys.executable).parent
+SCRIPT = BIN / "cpcreds-secretreader"
+NAMESPACE = "fleet-system"
+HUB_TOKEN = "bench-hub-token"
+
+
+def profile(name: str) -> dict:
+    """A ClusterProfile as the kubernetes client returns it (uid and resourceVersion set)."""
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "status": {
+            "accessProviders": [
+                {
+                    "name": "secretreader",
+                    "cluster": {
+                        "server": f"https://{name}.example:6443",
+                        "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"clusterName": name}}],
+                    },
+                }
+            ]
+        },
+    }
+
+
+def engine_for(kubeconfig: Path, clusters: int) -> CredentialEngine:
+    from cpcreds_secretreader import plugin
+
+    config = ProviderConfig.from_dict({"providers": [{"name": "secretreader", "type": "secretreader", "options": {"kubeconfig": str(kubeconfig)}}]})
+    return CredentialEngine(
+        config,
+        registry=ProviderRegistry(entry_points=False, plugins=(plugin,)),
+        prometheus_registry=CollectorRegistry(),
+        max_entries=clusters + 100,
+    )
+
+
+def run_script(kubeconfig: Path, name: str, *python_flags: str) -> str:
+    """Run the console script for ``name`` as client-go would; its standard error."""
+    info = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False, "cluster": {"server": f"https://{name}.example:6443", "config": {"clusterName": name}}},
+    }
+    command = [str(SCRIPT), "--kubeconfig", str(kubeconfig)]
+    if python_flags:
+        command = [sys.executable, *python_flags, *command]
+    result = subprocess.run(command, env={**os.environ, "KUBERNETES_EXEC_INFO": json.dumps(info)}, capture_output=True, text=True, check=False)
+    if result.returncode != 0 or f"token-{name}" not in result.stdout:
+        sys.exit(f"cpcreds-secretreader failed: {result.stderr.strip()[-500:]}")
+    return result.stderr
+
+
+def timed(call) -> float:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def cold(hub: HubServer, kubeconfig: Path, rounds: int) -> None:
+    for index in range(rounds + 1):
+        hub.create(secret(NAMESPACE, f"cold-{index}", {"token": f"token-cold-{index}"}))
+    engine = engine_for(kubeconfig, rounds)
+    run_script(kubeconfig, "cold-0")  # warm the OS caches for the script
+    engine.get_credential(profile("cold-0"))  # the hub client is built here, once per process
+    ours, script, ratios = [], [], []
+    for number in range(1, rounds + 1):
+        name = f"cold-{number}"
+        sides = [("ours", lambda: engine.get_credential(profile(name))), ("script", lambda: run_script(kubeconfig, name))]
+        if number % 2:
+            sides.reverse()
+        took = {side: timed(call) for side, call in sides}
+        ours.append(took["ours"])
+        script.append(took["script"])
+        ratios.append(took["script"] / took["ours"])
+    engine.close()
+    print(f"(a) cold in-process CredentialEngine.get_credential: {summary(ours)}")
+    print(f"    cpcreds-secretreader console script:            {summary(script)}")
+    print(
+        f"    in-process is {statistics.median(script) / statistics.median(ours):.0f}x faster (ratio of medians); "
+        f"median of per-round ratios {statistics.median(ratios):.0f}x (target >= 20x)"
+    )
+
+
+def startup(kubeconfig: Path, rounds: int) -> None:
+    python = Path(sys.executable)
+    bare = [timed(lambda: subprocess.run([str(python), "-c", "pass"], check=True)) for _ in range(rounds)]
+    full = [timed(lambda: run_script(kubeconfig, "cold-0")) for _ in range(rounds)]
+    # What the run imports (-X importtime, microseconds): the modules it imports itself, each
+    # with all it pulls in (cumulative), and the total.
+    imported: dict[str, list[float]] = {}
+    for _ in range(min(rounds, 5)):
+        trace = run_script(kubeconfig, "cold-0", "-X", "importtime")
+        rows = re.findall(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", trace)
+        imported.setdefault("all", []).append(sum(int(own) for own, _, _, _ in rows) / 1e3)
+        for _, cumulative, indent, module in rows:
+            if len(indent) == 1 and int(cumulative) >= 5000:  # top level, 5 ms or more
+                imported.setdefault(module, []).append(int(cumulative) / 1e3)
+    median = {module: statistics.median(values) for module, values in imported.items()}
+    print(f"    console script, whole run (import, hub client, GET, answer): {summary(full)}")
+    print(f"    bare .venv/bin/python -c pass:                               {summary(bare)}")
+    parts = ", ".join(f"{module} {took:.0f}" for module, took in sorted(median.items(), key=lambda item: -item[1]) if module != "all")
+    print(f"    its imports (-X importtime, medians): {median['all']:.0f} ms in all; {parts} (ms, with what each pulls in)")
+
+
+def many(hub: HubServer, kubeconfig: Path, clusters: int) -> None:
+    from kubernetes import client, config
+
+    names = [f"spoke-{index}" for index in range(clusters)]
+    for name in names:
+        hub.create(secret(NAMESPACE, name, {"token": f"token-{name}"}))
+    hub.create(secret(NAMESPACE, "warm", {"token": "token-warm"}))
+    engine = engine_for(kubeconfig, clusters)
+    bare_api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+    core = client.CoreV1Api(bare_api)
+    before = hub.connections
+    engine.get_credential(profile("warm"))  # each side opens its connection once, outside the timing
+    assert hub.connections - before == 1, "the in-process side opened more than one connection"
+    core.read_namespaced_secret("warm", NAMESPACE)
+    ours = bare = 0.0
+    for number, name in enumerate(names):
+        sides = [("ours", lambda: engine.get_credential(profile(name))), ("bare", lambda: core.read_namespaced_secret(name, NAMESPACE))]
+        if number % 2:
+            sides.reverse()
+        for side, call in sides:
+            took = timed(call)
+            if side == "ours":
+                ours += took
+            else:
+                bare += took
+    opened = hub.connections - before
+    engine.close()
+    bare_api.close()
+    print(f"(b) {clusters} clusters' first credentials in-process: {ours:.3f} s ({ours / clusters * 1e3:.3f} ms each)")
+    print(f"    {clusters} bare CoreV1Api.read_namespaced_secret:     {bare:.3f} s ({bare / clusters * 1e3:.3f} ms each)")
+    print(f"    ratio {ours / bare:.2f} (target <= 3); hub connections opened: {opened} (in-process 1, bare client 1)")
+    assert opened == 2, f"expected one connection per client, the hub saw {opened}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of (a)")
+    parser.add_argument("--clusters", type=int, default=1000, help="clusters of (b)")
+    options = parser.parse_args()
+    folder = tmpdir()
+    with HubServer(tokens=[HUB_TOKEN], history=10) as hub:
+        kubeconfig = hub.write_kubeconfig(folder / "hub.kubeconfig", HUB_TOKEN, namespace=NAMESPACE)
+        cold(hub, kubeconfig, options.rounds)
+        startup(kubeconfig, options.rounds)
+        many(hub, kubeconfig, options.clusters)
+
+
+if __name__ == "__main__":
+    main()
