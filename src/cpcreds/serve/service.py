@@ -11,7 +11,7 @@ the HTTP thread reads the status board.
 from __future__ import annotations
 
 import asyncio
-import os
+import hashlib
 import signal
 import sys
 from collections.abc import Callable
@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import structlog
 from prometheus_client import CollectorRegistry
 
-from ..config import ProviderConfig, load_config
+from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
 from ..registry import ProviderRegistry
@@ -291,9 +291,11 @@ class Service:
         _log.info("stopped")
 
 
-def _signature(path: Path) -> tuple[int, int] | None:
+def _signature(path: Path) -> bytes | None:
+    """A digest of the config file's content: an edit within the file system's timestamp
+    granularity that keeps the size (``3600`` -> ``1800``) still counts as a change."""
     try:
-        info = os.stat(path)
+        with open(path, "rb") as stream:
+            return hashlib.sha256(stream.read(MAX_CONFIG_BYTES + 1)).digest()
     except OSError:
         return None
-    return info.st_mtime_ns, info.st_size
