@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from hypothesis import given
+from hypothesis import strategies as st
 
+from cpcreds import credential as credential_module
 from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
 from cpcreds.credential import Credential, format_rfc3339, parse_rfc3339
 from tests.fakes.pki import make_key_pair
@@ -263,3 +267,27 @@ def test_garbage_key_pair_errors_chain_nothing(pair) -> None:
         with pytest.raises(ValueError) as info:
             Credential(client_certificate_data=cert, client_key_data=key)
         assert info.value.__context__ is None and TOKEN not in str(info.value)
+
+
+def _parsed(parse: Any, text: Any) -> Any:
+    try:
+        moment = parse(text)
+    except ValueError as exc:
+        return str(exc)
+    return moment, moment.tzinfo
+
+
+_stamp_parts = st.one_of(st.integers(0, 99), st.sampled_from(["٠١", "1٢", "+1", " 1", "ab"]))
+
+
+@given(
+    text=st.one_of(
+        st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)).map(lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        st.tuples(st.integers(0, 10000), _stamp_parts, _stamp_parts, st.sampled_from("Tt x"), _stamp_parts, _stamp_parts, _stamp_parts, st.sampled_from("Zz+")).map(
+            lambda p: f"{p[0]:04d}-{p[1]:0>2}-{p[2]:0>2}{p[3]}{p[4]:0>2}:{p[5]:0>2}:{p[6]:0>2}{p[7]}"
+        ),
+        st.text(max_size=22),
+    )
+)
+def test_parse_rfc3339_reads_the_usual_form_as_the_general_path_does(text: str) -> None:
+    assert _parsed(parse_rfc3339, text) == _parsed(credential_module._parse_rfc3339, text)

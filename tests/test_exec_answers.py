@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
+from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, _parse, resolve
 from cpcreds.api import ExecCredential
 from cpcreds.providers import exec as exec_module
 from cpcreds.providers.exec import RunResult
@@ -126,3 +126,56 @@ def test_the_direct_reading_knows_every_field_of_the_answer_models() -> None:
     assert aliases(ExecCredential) == {"apiVersion", "kind", "spec", "status"}
     assert aliases(ExecCredentialSpec) == {"cluster", "interactive"}
     assert aliases(ExecCredentialStatus) == {"expirationTimestamp", *exec_module._STATUS_TEXT}
+
+
+# -- the bounded JSON loader's shortcuts ----------------------------------------------------------
+
+
+def _load_json_as_before(text: str, max_depth: int) -> Any:
+    """The loader's JSON reading without its shortcuts: a depth scan, then json.loads."""
+    if _parse._json_depth(text) > max_depth:
+        raise _parse.DocumentError(f"is nested more than {max_depth} levels deep", source="answer", kind="too-deep")
+    problem = None
+    try:
+        return json.loads(text, object_pairs_hook=_parse._json_object, parse_int=_parse._json_int, parse_float=_parse._json_float, parse_constant=_parse._json_constant)
+    except json.JSONDecodeError as exc:
+        reason, line = f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
+    except _parse._JsonProblem as exc:
+        problem = exc
+    if problem is None:
+        raise _parse.DocumentError(reason, source="answer", line=line, kind="syntax")
+    if problem.kind == "duplicate-key" and problem.key is not None:
+        raise _parse.DocumentError(f"duplicate key {_parse._show_key(problem.key)}", source="answer", line=_parse._line_of_duplicate(text, problem.key), kind="duplicate-key")
+    raise _parse.DocumentError(problem.reason, source="answer", kind=problem.kind)
+
+
+def _read(load: Any, text: str, max_depth: int) -> Any:
+    try:
+        return "value", load(text, max_depth)
+    except _parse.DocumentError as exc:
+        return "error", str(exc), exc.kind, exc.line
+
+
+_json_pieces = st.lists(
+    st.sampled_from(['{', '}', '[', ']', '"a"', '"b"', ':', ',', '1', '1e999', 'NaN', 'true', 'null', ' ', '\n', '\ufeff', '"\\u00e9"', '"', "1" * 4400]),
+    max_size=24,
+).map("".join)
+
+
+@given(text=st.one_of(_json_pieces, st.recursive(st.one_of(st.none(), st.integers(), st.text(max_size=3)), lambda inner: st.dictionaries(st.text(max_size=2), inner, max_size=3), max_leaves=10).map(json.dumps)), max_depth=st.sampled_from([1, 2, 100]))
+def test_the_json_loader_reads_as_before_its_shortcuts(text: str, max_depth: int) -> None:
+    assert _read(lambda t, d: _parse._load_json(t, "answer", d), text, max_depth) == _read(_load_json_as_before, text, max_depth)
+
+
+def test_text_is_decoded_as_utf_8_sig_was() -> None:
+    for data in (b"\xef\xbb\xbf{}", b"{}", b"\xef\xbb\xbf\xef\xbb\xbf{}", b"\n\xff", b"\xef\xbb\xbf\n\n\xff", "é".encode()):
+        try:
+            expected: Any = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            expected = "error"
+        try:
+            got: Any = _parse._text(data, "answer", 100)
+        except _parse.DocumentError as exc:
+            assert exc.kind == "encoding"
+            got = "error"
+        assert got == expected

@@ -271,6 +271,16 @@ def _load_json(text: str, source: str, max_depth: int) -> Any:
     # No deeper than its number of opening brackets: most documents need no scan for the depth.
     if text.count("{") + text.count("[") > max_depth and _json_depth(text) > max_depth:
         raise DocumentError(f"is nested more than {max_depth} levels deep", source=source, kind="too-deep")
+    document = text.strip(" \t\n\r")  # JSON's whitespace, which decode() skips with a regex
+    if document[:1] == "{":
+        # The usual document, one object, read by the scanner alone. Any problem: decode() below
+        # reads it again and words the error (with positions in the whole text).
+        try:
+            value, end = _JSON_DECODER.raw_decode(document)
+        except Exception:
+            end = -1
+        if end == len(document):
+            return value
     problem: _JsonProblem | None = None
     try:
         if text.startswith("\ufeff"):

@@ -535,6 +535,8 @@ def _frozen(value: Any, where: str, ref: str) -> Any:
     raise ProfileError(f"{where}: {problem}", profile=ref)
 
 
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})  # read-only: every exec plan can share it
+
 #: id(entry) -> (entry, its ExecSpec before profile-sourced args and env). Entries are frozen,
 #: so the spec never goes stale; holding the entry keeps its id from being reused.
 _CONFIGURED_SPECS: dict[int, tuple[ProviderEntry, ExecSpec]] = {}
@@ -598,7 +600,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> 
         env, changed = _merge_env(env, extra, profile_wins=policy == "Replace"), True
     if changed:
         spec = dataclasses.replace(spec, args=args, env=env)
-    return AccessPlan(provider=entry.name, kind="exec", cluster=cluster, exec=spec, timeout=entry.timeout)
+    return AccessPlan(provider=entry.name, kind="exec", cluster=cluster, exec=spec, options=_NO_OPTIONS, timeout=entry.timeout)
 
 
 def _cluster_at(name: str) -> str:
