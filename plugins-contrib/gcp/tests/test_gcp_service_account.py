@@ -112,6 +112,20 @@ def test_concurrent_first_fetches_for_many_clusters_make_one_token_request(googl
     assert len(google.calls("token")) == 1
 
 
+def test_a_cluster_that_asks_again_gets_a_new_token_which_the_others_then_share(
+    google, sa_key, write_json, make_engine, gke_profile
+):
+    # The engine asks again for a cluster when its credential expires or a 401 invalidated it:
+    # handing back the same token would not help.
+    engine = make_engine({"credentialsFile": str(write_json(google.service_account_info(sa_key)))})
+    first = engine.get_credential(gke_profile("gke-1"))
+    assert engine.invalidate(gke_profile("gke-1"), first)
+    second = engine.get_credential(gke_profile("gke-1"))
+    third = engine.get_credential(gke_profile("gke-2", server="https://10.0.0.2"))
+    assert second.token != first.token and third.token == second.token
+    assert len(google.calls("token")) == 2
+
+
 def test_a_token_google_auth_no_longer_calls_valid_is_refreshed_not_reused(google, sa_key, write_json, make_engine, gke_profile):
     # google-auth treats a token as expired 3m45s early; a 200 s token is never "valid" to it.
     google.token_lifetime = 200

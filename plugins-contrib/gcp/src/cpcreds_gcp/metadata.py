@@ -103,8 +103,8 @@ def parse_token_answer(body: bytes, now: datetime | None = None) -> tuple[str, d
     expires_in = document.get("expires_in")
     if isinstance(expires_in, bool) or not isinstance(expires_in, (int, float)) or not math.isfinite(expires_in):
         raise UnusableAnswer("answered without a numeric expires_in")
-    if not 0 < expires_in <= MAX_TOKEN_SECONDS:
-        raise UnusableAnswer(f"answered with expires_in outside 0 to {MAX_TOKEN_SECONDS} seconds")
+    if not 1 <= expires_in <= MAX_TOKEN_SECONDS:
+        raise UnusableAnswer(f"answered with expires_in outside 1 to {MAX_TOKEN_SECONDS} seconds")
     moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(tzinfo=None)
     return token, moment + timedelta(seconds=expires_in)
 

@@ -16,9 +16,10 @@ Options (as flags: --scopes=a,b --credentials-file=PATH --impersonate-service-ac
 
 Every cluster of a provider entry gets the same token (a Google identity is not per cluster), so
 the provider keeps one google-auth credentials object and shares its token across plans. That is
-not a second cache: the engine decides when to call, and a call gets the held token only while it
-is outside the engine's refresh-ahead window and google-auth still calls it valid; anything else
-refreshes it, so a refresh ahead of expiry always yields a new token.
+not a second cache: the engine decides when to call, and a call gets the held token only if its
+plan has not had it yet (a plan asks again when its credential is expiring or was refused with a
+401), google-auth still calls it valid, and it is outside the engine's refresh-ahead window;
+anything else refreshes it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -56,6 +57,7 @@ _ENGINE_REFRESH = RefreshPolicy()
 class _Held:
     credential: Credential
     refresh_at: float  # wall clock: from here on a call gets a new token
+    given: set[str] = field(default_factory=set)  # keys of the plans that have this token
 
 
 def _aware_utc(expiry: Any) -> datetime | None:
@@ -89,9 +91,10 @@ class GcpProvider:
             raise ProviderError(f"gcp: another token refresh did not finish within the {plan.timeout:g}s timeout", provider=plan.provider)
         try:
             held = self._held
-            if held is not None and self._reusable(held):
-                return held.credential
-            return self._refresh(plan, deadline)
+            if held is None or not self._reusable(held, plan):
+                held = self._refresh(plan, deadline)
+            held.given.add(plan.key)
+            return held.credential
         finally:
             self._lock.release()
 
@@ -101,7 +104,11 @@ class GcpProvider:
         for session in sessions or ():
             session.close()
 
-    def _reusable(self, held: _Held) -> bool:
+    def _reusable(self, held: _Held, plan: AccessPlan) -> bool:
+        # A plan that already has this token asks again because the engine wants a new one
+        # (expiring, or refused with a 401): it must not get the same one back.
+        if plan.key in held.given:
+            return False
         credentials = self._source.credentials if self._source is not None else None
         return bool(credentials is not None and credentials.valid and time.time() < held.refresh_at)
 
@@ -112,7 +119,7 @@ class GcpProvider:
             self._sessions = (requests.Session(), direct)
         return BoundedRequest(*self._sessions, deadline)
 
-    def _refresh(self, plan: AccessPlan, deadline: Deadline) -> Credential:
+    def _refresh(self, plan: AccessPlan, deadline: Deadline) -> _Held:
         request = self._request(deadline)
         problem = None
         if self._source is not None and self._source.changed():
@@ -144,7 +151,7 @@ class GcpProvider:
         refresh_at = _ENGINE_REFRESH.refresh_at(now, expiry.timestamp()) if expiry is not None else now
         self._held = _Held(credential, refresh_at)
         _log.debug("gcp token obtained", source=source.description, expires=credential.expiration_timestamp)
-        return credential
+        return self._held
 
     @staticmethod
     def _failure(source: Source, request: BoundedRequest, exc: BaseException) -> str:
