@@ -432,6 +432,8 @@ def test_parse_option_flags_spellings() -> None:
     assert parse_option_flags(["--secretName", "--x=="]) == {"secretName": "true", "x": "="}
     # Go's flag spelling, as the Go plugins' profile-sourced arguments use it.
     assert parse_option_flags(["-audience", "spoke", "-debug", "-n=3"]) == {"audience": "spoke", "debug": "true", "n": "3"}
+    # Go plugins' snake_case flags (gke-gcloud-auth-plugin --use_application_default_credentials).
+    assert parse_option_flags(["--use_application_default_credentials"]) == {"use_application_default_credentials": "true"}
 
 
 @settings(max_examples=300, deadline=None)

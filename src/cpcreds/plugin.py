@@ -154,7 +154,7 @@ def _fail(label: str, exc: BaseException) -> NoReturn:
 #: Most arguments a provider's command line may carry (argv is the client's, but bounded all the same).
 _MAX_ARGUMENTS = 256
 # Go's flag package spelling, which the Go plugins use (-audience x): one dash or two.
-_FLAG = re.compile(r"--?([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?:=(.*))?", re.DOTALL)
+_FLAG = re.compile(r"--?([A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*)(?:=(.*))?", re.DOTALL)
 
 
 class OptionFlagError(PluginRequestError):
