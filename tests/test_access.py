@@ -613,12 +613,14 @@ def assert_as_validated(cluster: ExecCluster) -> None:
 
 @settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=_profiles, config=st.sampled_from(_configs))
-def test_a_plan_cluster_is_the_validated_exec_cluster(profile: dict, config: Any) -> None:
+def test_a_resolved_plan_is_the_one_its_validated_fields_build(profile: dict, config: Any) -> None:
     try:
         plan = resolve(config, profile)
     except CredentialError:
         return
     assert_as_validated(plan.cluster)
+    rebuilt = AccessPlan(provider=plan.provider, kind=plan.kind, cluster=plan.cluster, exec=plan.exec, options=plan.options, timeout=plan.timeout)
+    assert list(vars(plan).items()) == list(vars(rebuilt).items())
 
 
 _flat_values = st.one_of(

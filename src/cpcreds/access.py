@@ -49,6 +49,7 @@ __all__ = [
     "resolve",
     "parse_profile",
     "cluster_to_wire",
+    "cluster_json",
     "compact_json",
     "PROFILE_ENV_DENYLIST",
     "PROFILE_ENV_DENIED_PREFIXES",
@@ -218,6 +219,23 @@ def compact_json(mapping: Mapping[str, Any], encoder: json.JSONEncoder) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
+    """``compact_json(cluster_to_wire(cluster), encoder)``: for the usual cluster, a server URL
+    and nothing else, written without building the mapping."""
+    server = cluster.server
+    if (
+        type(server) is str
+        and not cluster.tls_server_name
+        and not cluster.insecure_skip_tls_verify
+        and not cluster.certificate_authority_data
+        and not cluster.proxy_url
+        and not cluster.disable_compression
+        and cluster.config is None
+    ):
+        return '{"server":' + encode_basestring_ascii(server) + "}"
+    return compact_json(cluster_to_wire(cluster), encoder)
+
+
 @dataclass(frozen=True, eq=False)
 class AccessPlan:
     """Everything needed to get one credential, frozen; equal plans share a cached credential.
@@ -238,11 +256,20 @@ class AccessPlan:
     key: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        sees_cluster = self.exec is None or self.exec.provide_cluster_info
-        cluster = compact_json(cluster_to_wire(self.cluster), _KEY_ENCODER) if sees_cluster else "null"
-        # The JSON of {cluster, exec, kind, options, provider, timeout} with sorted keys; all but
-        # the cluster is the same for every plan of a config entry, so it is encoded once.
-        object.__setattr__(self, "key", '{"cluster":' + cluster + "," + _key_tail(self))
+        object.__setattr__(self, "key", _plan_key(self))
+
+    @classmethod
+    def _of_resolved(
+        cls, provider: str, kind: str, cluster: ExecCluster, exec: ExecSpec | None, options: Mapping[str, Any], timeout: float
+    ) -> AccessPlan:
+        """``AccessPlan(...)`` with every field given, filled in one step rather than field by
+        field through the frozen dataclass's ``__init__``: resolve builds one for every new
+        profile, right after a plugin ran, when every step costs several times its usual."""
+        plan = object.__new__(cls)
+        fields = plan.__dict__
+        fields.update(provider=provider, kind=kind, cluster=cluster, exec=exec, options=options, timeout=timeout)
+        fields["key"] = _plan_key(plan)
+        return plan
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AccessPlan) and other.key == self.key
@@ -260,6 +287,15 @@ class AccessPlan:
             out["type"] = self.kind
             out["options"] = json.loads(json.dumps(dict(self.options), default=str))
         return out
+
+
+def _plan_key(plan: AccessPlan) -> str:
+    """The JSON of {cluster, exec, kind, options, provider, timeout} with sorted keys (the
+    cluster only where the provider sees it); all but the cluster is the same for every plan of
+    a config entry, so it is encoded once (see :func:`_key_tail`)."""
+    sees_cluster = plan.exec is None or plan.exec.provide_cluster_info
+    cluster = cluster_json(plan.cluster, _KEY_ENCODER) if sees_cluster else "null"
+    return '{"cluster":' + cluster + "," + _key_tail(plan)
 
 
 #: (id(exec), provider, kind, timeout) -> (exec, key tail). Holding the ExecSpec keeps its id
@@ -600,7 +636,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> 
         env, changed = _merge_env(env, extra, profile_wins=policy == "Replace"), True
     if changed:
         spec = dataclasses.replace(spec, args=args, env=env)
-    return AccessPlan(provider=entry.name, kind="exec", cluster=cluster, exec=spec, options=_NO_OPTIONS, timeout=entry.timeout)
+    return AccessPlan._of_resolved(entry.name, "exec", cluster, spec, _NO_OPTIONS, entry.timeout)
 
 
 def _cluster_at(name: str) -> str:

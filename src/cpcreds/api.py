@@ -289,28 +289,30 @@ class ExecCluster(_Wire):
         """``ExecCluster(server=..., ...)`` with every field given, for values that already have
         the fields' types (a validated profile's), without validating them again: pydantic's
         validator is the costliest step of resolving a new profile when the CPU's caches are
-        cold, right after a plugin ran. Built through the pickle protocol, so the result is the
-        validated instance in every way (tests/test_access.py compares them)."""
-        cluster = cls.__new__(cls)
-        cluster.__setstate__(
+        cold, right after a plugin ran. The instance's state is set as pydantic's own
+        ``__setstate__`` (unpickling) sets it, so the result is the validated instance in every
+        way (tests/test_access.py compares them)."""
+        cluster = object.__new__(cls)
+        _set_attribute(
+            cluster,
+            "__dict__",
             {
-                "__dict__": {
-                    "server": server,
-                    "tls_server_name": tls_server_name,
-                    "insecure_skip_tls_verify": insecure_skip_tls_verify,
-                    "certificate_authority_data": certificate_authority_data,
-                    "proxy_url": proxy_url,
-                    "disable_compression": disable_compression,
-                    "config": config,
-                },
-                "__pydantic_fields_set__": set(_EXEC_CLUSTER_FIELDS),
-                "__pydantic_extra__": None,
-                "__pydantic_private__": None,
-            }
+                "server": server,
+                "tls_server_name": tls_server_name,
+                "insecure_skip_tls_verify": insecure_skip_tls_verify,
+                "certificate_authority_data": certificate_authority_data,
+                "proxy_url": proxy_url,
+                "disable_compression": disable_compression,
+                "config": config,
+            },
         )
+        _set_attribute(cluster, "__pydantic_fields_set__", set(_EXEC_CLUSTER_FIELDS))
+        _set_attribute(cluster, "__pydantic_extra__", None)
+        _set_attribute(cluster, "__pydantic_private__", None)
         return cluster
 
 
+_set_attribute = object.__setattr__
 _EXEC_CLUSTER_FIELDS = frozenset(ExecCluster.model_fields)
 
 

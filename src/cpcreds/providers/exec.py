@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..access import AccessPlan, ExecSpec, cluster_to_wire, compact_json
+from ..access import AccessPlan, ExecSpec, cluster_json, compact_json
 from .._parse import DocumentError, load_document
 from ..api import EXEC_INFO_ENV, ExecCredential, ExecCredentialSpec, ExecCredentialStatus
 from ..config import describe_validation_error, json_type_name
@@ -81,8 +81,7 @@ def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
     the JSON encoder (see :func:`~cpcreds.access.compact_json`)."""
     request_spec = compact_json({"interactive": interactive}, _EXEC_INFO_ENCODER)
     if spec.provide_cluster_info:
-        cluster = compact_json(cluster_to_wire(plan.cluster), _EXEC_INFO_ENCODER)
-        request_spec = request_spec[:-1] + ',"cluster":' + cluster + "}"
+        request_spec = request_spec[:-1] + ',"cluster":' + cluster_json(plan.cluster, _EXEC_INFO_ENCODER) + "}"
     head = compact_json({"kind": "ExecCredential", "apiVersion": spec.api_version}, _EXEC_INFO_ENCODER)
     return head[:-1] + ',"spec":' + request_spec + "}"
 
