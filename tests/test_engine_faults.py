@@ -38,6 +38,7 @@ from cpcreds import (
 )
 from cpcreds.engine import BackoffPolicy
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+from tests.fakes.processes import alive
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Retry at once after a failure: these tests look at what the next call does, not at backoff.
@@ -533,19 +534,6 @@ def test_keyboard_interrupt_during_a_plugin_run_reaches_the_caller_and_is_not_ca
     assert runs(count) == 2  # the interrupted run (killed) and the one after it
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes (its parent, killed too, will not reap it; init does).
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 # -- 7. an answer that has already expired is a failure -----------------------------------------
 
 
@@ -574,7 +562,7 @@ def test_plugin_exit_is_noticed_while_its_child_holds_stdout(tmp_path: Path, use
     assert credential.token == "fake-token"
     overhead = time.perf_counter() - started
     assert overhead < 2.0  # the plugin's own start-up plus at most ~20 ms of polling, never the 10 s timeout
-    wait_for(lambda: not _alive(int(pidfile.read_text())), "the lingering child to be killed", seconds=5)
+    wait_for(lambda: not alive(int(pidfile.read_text())), "the lingering child to be killed", seconds=5)
 
 
 @pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "no-pidfd"])
@@ -630,4 +618,4 @@ def test_ctrl_c_and_termination_signals_to_the_cli_kill_the_plugin_group_first(t
     proc.send_signal(signum)
     assert proc.wait(10) == code
     # The child is in the plugin's process group: it dying means the group was killed.
-    wait_for(lambda: not _alive(int(pidfile.read_text())), "the plugin's group to be killed", seconds=5)
+    wait_for(lambda: not alive(int(pidfile.read_text())), "the plugin's group to be killed", seconds=5)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.fakes.builders import FAKE_PLUGIN, access_provider, cluster_profile
+from tests.fakes.processes import alive
 
 ROOT = Path(__file__).resolve().parent.parent
 CPCREDS = Path(sys.executable).with_name("cpcreds")
@@ -148,18 +149,6 @@ def _hanging_setup(tmp_path: Path) -> tuple[Path, Path]:
     return config, pidfile
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose (its parent, the plugin, is gone too and init reaps it).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_shutdown_within_5s_kills_running_plugins(serve: Any, tmp_path: Path, signum: int) -> None:
     config, pidfile = _hanging_setup(tmp_path)
@@ -172,7 +161,7 @@ def test_shutdown_within_5s_kills_running_plugins(serve: Any, tmp_path: Path, si
     child = int(pidfile.read_text())
     code, took = process.stop(signum)
     assert code == 0 and took < 5
-    assert not _alive(child), "a plugin process outlived serve"
+    assert not alive(child), "a plugin process outlived serve"
 
 
 def test_sighup_with_a_broken_config_keeps_serving(serve: Any, tmp_path: Path) -> None:

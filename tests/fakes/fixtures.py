@@ -23,22 +23,28 @@ def pki() -> PKI:
     return PKI()
 
 
-@pytest.fixture
-def make_spoke(pki: PKI) -> Iterator[Callable[..., SpokeServer]]:
-    """Start extra spokes (a fleet); takes SpokeServer's keyword arguments.
+def _servers(build: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """A factory fixture's body: ``make(**kwargs)`` builds and starts a server; every server made
+    is stopped after the test, even if the test fails."""
+    started: list[Any] = []
 
-    Every spoke made is stopped after the test, even if the test fails.
-    """
-    started: list[SpokeServer] = []
-
-    def make(**kwargs: Any) -> SpokeServer:
-        server = SpokeServer(pki, **kwargs).start()
+    def make(**kwargs: Any) -> Any:
+        server = build(**kwargs).start()
         started.append(server)
         return server
 
     yield make
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def make_spoke(pki: PKI) -> Iterator[Callable[..., SpokeServer]]:
+    """Start extra spokes (a fleet); takes SpokeServer's keyword arguments.
+
+    Every spoke made is stopped after the test, even if the test fails.
+    """
+    yield from _servers(lambda **kwargs: SpokeServer(pki, **kwargs))
 
 
 @pytest.fixture
@@ -50,16 +56,7 @@ def spoke(make_spoke: Callable[..., SpokeServer]) -> SpokeServer:
 @pytest.fixture
 def make_hub(pki: PKI) -> Iterator[Callable[..., HubServer]]:
     """Start hubs; takes HubServer's keyword arguments. Every hub made is stopped after the test."""
-    started: list[HubServer] = []
-
-    def make(**kwargs: Any) -> HubServer:
-        server = HubServer(pki, **kwargs).start()
-        started.append(server)
-        return server
-
-    yield make
-    for server in started:
-        server.stop()
+    yield from _servers(lambda **kwargs: HubServer(pki, **kwargs))
 
 
 @pytest.fixture
