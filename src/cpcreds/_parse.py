@@ -122,15 +122,7 @@ def load_document(
     as YAML otherwise (YAML flow style looks the same); ``"json"`` and ``"yaml"`` force one.
     More than one YAML document is an error (kind ``documents``).
     """
-    documents = load_documents(
-        data,
-        source=source,
-        syntax=syntax,
-        max_bytes=max_bytes,
-        max_depth=max_depth,
-        max_aliases=max_aliases,
-        max_nodes=max_nodes,
-    )
+    documents = _load_text(_text(data, source, max_bytes), source, syntax, max_depth, max_aliases, max_nodes)
     if len(documents) > 1:
         raise DocumentError(f"holds {len(documents)} documents; expected one", source=source, kind="documents")
     return documents[0] if documents else None
@@ -147,7 +139,10 @@ def load_documents(
     max_nodes: int = DEFAULT_MAX_NODES,
 ) -> list[Any]:
     """Parse every document of a YAML stream (or the one JSON document) into a list."""
-    text = _text(data, source, max_bytes)
+    return _load_text(_text(data, source, max_bytes), source, syntax, max_depth, max_aliases, max_nodes)
+
+
+def _load_text(text: str, source: str, syntax: Syntax, max_depth: int, max_aliases: int, max_nodes: int) -> list[Any]:
     if syntax == "json" or (syntax == "auto" and text.lstrip()[:1] in ("{", "[")):
         try:
             return [_load_json(text, source, max_depth)]
