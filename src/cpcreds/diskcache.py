@@ -192,8 +192,8 @@ def cache_key(argv: "Sequence[str]", environ: "Mapping[str, str]", cwd: "str | N
             flags = True
     if config is None:
         config = environ.get("CPCREDS_CONFIG") or None
-    if profile is None or profile == "-" or not profile or (config is None and not flags) or config == "":
-        return None
+    if not profile or profile == "-" or config == "" or (config is None and not flags):
+        return None  # stdin, or no config at all: the full path reads or refuses it
     digest = blake2b(digest_size=32, person=b"cpcreds-cred-v1")
     _update(digest, b"argv", *(os.fsencode(arg) for arg in argv))
     if flags:  # a command given on the command line may be relative to the working directory
@@ -366,9 +366,13 @@ def clear(environ: "Mapping[str, str]", profile: "str | None" = None) -> "tuple[
     removed = 0
     with os.scandir(directory) as entries:
         for entry in entries:
-            if entry.name.endswith(SUFFIX) and entry.name.startswith(tag):
+            is_answer = entry.name.endswith(SUFFIX) and entry.name.startswith(tag)
+            is_temporary = not tag and entry.name.startswith(".") and entry.name.endswith(".tmp")
+            if not (is_answer or is_temporary):
+                continue
+            try:
                 os.unlink(entry.path)
-                removed += 1
-            elif not tag and entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                os.unlink(entry.path)
+            except FileNotFoundError:  # another cpcreds removed it meanwhile
+                continue
+            removed += is_answer
     return directory, removed
