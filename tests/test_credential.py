@@ -291,3 +291,30 @@ _stamp_parts = st.one_of(st.integers(0, 99), st.sampled_from(["٠١", "1٢", "+1
 )
 def test_parse_rfc3339_reads_the_usual_form_as_the_general_path_does(text: str) -> None:
     assert _parsed(parse_rfc3339, text) == _parsed(credential_module._parse_rfc3339, text)
+
+
+@given(
+    token=st.one_of(st.text(max_size=6), st.sampled_from(["", "a\nb", "a\rb", "tok"])),
+    cert=st.sampled_from(["", "not a certificate"]),
+    key=st.sampled_from(["", "not a key"]),
+    expiry=st.sampled_from([None, "", "2099-01-01T00:00:00Z", "garbage"]),
+)
+def test_credentials_from_answer_fields_are_the_ones_the_constructor_builds(token: str, cert: str, key: str, expiry: str | None) -> None:
+    def built(make: Any) -> Any:
+        try:
+            credential = make()
+        except ValueError as exc:
+            return str(exc)
+        return type(credential), list(vars(credential).items())
+
+    moment = None
+    if expiry:
+        try:
+            moment = parse_rfc3339(expiry)
+        except ValueError:
+            moment = None
+    direct = built(lambda: Credential._from_status_fields(expiry, token, cert, key))
+    if expiry and moment is None:
+        assert direct == "expirationTimestamp is not an RFC 3339 timestamp"
+        return
+    assert direct == built(lambda: Credential(token=token, client_certificate_data=cert, client_key_data=key, expiration_timestamp=moment))

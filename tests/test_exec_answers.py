@@ -179,3 +179,26 @@ def test_text_is_decoded_as_utf_8_sig_was() -> None:
             assert exc.kind == "encoding"
             got = "error"
         assert got == expected
+
+
+def _document(data: bytes, max_depth: int) -> Any:
+    try:
+        return "value", _parse.load_document(data, source="answer", max_depth=max_depth)
+    except _parse.DocumentError as exc:
+        return "error", str(exc), exc.kind, exc.line
+
+
+def _document_through_the_general_path(data: bytes, max_depth: int) -> Any:
+    try:
+        documents = _parse.load_documents(data, source="answer", max_depth=max_depth)
+    except _parse.DocumentError as exc:
+        return "error", str(exc), exc.kind, exc.line
+    if len(documents) > 1:
+        return "error", f"answer: holds {len(documents)} documents; expected one", "documents", None
+    return "value", documents[0] if documents else None
+
+
+@given(text=st.one_of(_json_pieces, st.text(max_size=12)).map(lambda text: "{" + text), max_depth=st.sampled_from([1, 2, 100]), encoding=st.sampled_from(["utf-8", "utf-16", "latin-1"]))
+def test_a_document_starting_like_an_object_reads_as_through_the_general_path(text: str, max_depth: int, encoding: str) -> None:
+    data = text.encode(encoding, "surrogatepass" if encoding.startswith("utf") else "replace")
+    assert _document(data, max_depth) == _document_through_the_general_path(data, max_depth)

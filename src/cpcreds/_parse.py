@@ -122,6 +122,17 @@ def load_document(
     as YAML otherwise (YAML flow style looks the same); ``"json"`` and ``"yaml"`` force one.
     More than one YAML document is an error (kind ``documents``).
     """
+    if type(data) is bytes and data[:1] == b"{" and syntax != "yaml" and len(data) <= max_bytes:
+        # The usual document, one JSON object (every plugin answer), read without the general
+        # path's layers; anything else, or any problem, goes down that path.
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        if text.count("{") + text.count("[") <= max_depth:  # no deeper than that
+            value = _one_json_object(text)
+            if value is not _NOT_READ:
+                return value
     documents = _load_text(_text(data, source, max_bytes), source, syntax, max_depth, max_aliases, max_nodes)
     if len(documents) > 1:
         raise DocumentError(f"holds {len(documents)} documents; expected one", source=source, kind="documents")
@@ -262,20 +273,31 @@ _JSON_DECODER = json.JSONDecoder(
 )
 
 
+_NOT_READ = object()
+
+
+def _one_json_object(text: str) -> Any:
+    """``text``, one JSON object (with JSON whitespace around it or not), read by the scanner
+    alone: decode() would skip the whitespace with a regex. ``_NOT_READ`` for anything else or
+    any problem; the general path then reads it and words the error (with positions in the
+    whole text)."""
+    document = text.strip(" \t\n\r")
+    if document[:1] != "{":
+        return _NOT_READ
+    try:
+        value, end = _JSON_DECODER.raw_decode(document)
+    except Exception:
+        return _NOT_READ
+    return value if end == len(document) else _NOT_READ
+
+
 def _load_json(text: str, source: str, max_depth: int) -> Any:
     # No deeper than its number of opening brackets: most documents need no scan for the depth.
     if text.count("{") + text.count("[") > max_depth and _json_depth(text) > max_depth:
         raise DocumentError(f"is nested more than {max_depth} levels deep", source=source, kind="too-deep")
-    document = text.strip(" \t\n\r")  # JSON's whitespace, which decode() skips with a regex
-    if document[:1] == "{":
-        # The usual document, one object, read by the scanner alone. Any problem: decode() below
-        # reads it again and words the error (with positions in the whole text).
-        try:
-            value, end = _JSON_DECODER.raw_decode(document)
-        except Exception:
-            end = -1
-        if end == len(document):
-            return value
+    value = _one_json_object(text)
+    if value is not _NOT_READ:
+        return value
     problem: _JsonProblem | None = None
     try:
         if text.startswith("\ufeff"):

@@ -51,6 +51,7 @@ __all__ = [
     "cluster_to_wire",
     "cluster_json",
     "compact_json",
+    "json_value",
     "PROFILE_ENV_DENYLIST",
     "PROFILE_ENV_DENIED_PREFIXES",
     "is_denied_env_name",
@@ -207,16 +208,16 @@ def compact_json(mapping: Mapping[str, Any], encoder: json.JSONEncoder) -> str:
     plugin ran), and a cluster is almost always a server URL and a few strings.
     """
     items = sorted(mapping.items()) if encoder.sort_keys else mapping.items()
-    parts = []
-    for name, value in items:
-        if type(value) is str:
-            text = encode_basestring_ascii(value)
-        elif value is True or value is False or value is None:
-            text = "true" if value else "false" if value is False else "null"
-        else:
-            text = encoder.encode(value)
-        parts.append(encode_basestring_ascii(name) + ":" + text)
-    return "{" + ",".join(parts) + "}"
+    return "{" + ",".join([encode_basestring_ascii(name) + ":" + json_value(value, encoder) for name, value in items]) + "}"
+
+
+def json_value(value: Any, encoder: json.JSONEncoder) -> str:
+    """``encoder.encode(value)``; a string, a boolean or None written here (see compact_json)."""
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    if value is True or value is False or value is None:
+        return "true" if value else "false" if value is False else "null"
+    return encoder.encode(value)
 
 
 def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:

@@ -118,6 +118,13 @@ class Credential:
         """:meth:`from_status` for the status fields as read from the wire (``expirationTimestamp``
         as RFC 3339 text, possibly empty or None), without building the model."""
         expiry = parse_rfc3339(expiration_timestamp) if expiration_timestamp else None
+        if type(token) is str and token and not client_certificate_data and not client_key_data and "\r" not in token and "\n" not in token:
+            # A token alone (nearly every answer), which __post_init__ would leave as it is:
+            # filled in one step rather than field by field, as this runs right after a plugin
+            # exited, when every step costs several times its usual.
+            credential = object.__new__(cls)
+            credential.__dict__.update(token=token, client_certificate_data=None, client_key_data=None, expiration_timestamp=expiry)
+            return credential
         return cls(
             token=token,
             client_certificate_data=client_certificate_data,

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..access import AccessPlan, ExecSpec, cluster_json, compact_json
+from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from .._parse import DocumentError, load_document
 from ..api import EXEC_INFO_ENV, ExecCredential, ExecCredentialSpec, ExecCredentialStatus
 from ..config import describe_validation_error, json_type_name
@@ -77,13 +77,13 @@ def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
     """The KUBERNETES_EXEC_INFO value: the ExecCredential request, as client-go encodes it.
 
     The JSON of ``{"kind": "ExecCredential", "apiVersion": ..., "spec": {"interactive": ...,
-    "cluster": {...}}}``, put together from flat pieces so that the usual cluster never starts
-    the JSON encoder (see :func:`~cpcreds.access.compact_json`)."""
-    request_spec = compact_json({"interactive": interactive}, _EXEC_INFO_ENCODER)
-    if spec.provide_cluster_info:
-        request_spec = request_spec[:-1] + ',"cluster":' + cluster_json(plan.cluster, _EXEC_INFO_ENCODER) + "}"
-    head = compact_json({"kind": "ExecCredential", "apiVersion": spec.api_version}, _EXEC_INFO_ENCODER)
-    return head[:-1] + ',"spec":' + request_spec + "}"
+    "cluster": {...}}}``, written piece by piece so that the usual request never starts the JSON
+    encoder (see :func:`~cpcreds.access.compact_json`)."""
+    cluster = ',"cluster":' + cluster_json(plan.cluster, _EXEC_INFO_ENCODER) if spec.provide_cluster_info else ""
+    return (
+        '{"kind":"ExecCredential","apiVersion":' + json_value(spec.api_version, _EXEC_INFO_ENCODER)
+        + ',"spec":{"interactive":' + json_value(interactive, _EXEC_INFO_ENCODER) + cluster + "}}"
+    )  # fmt: skip
 
 
 class RunResult:
