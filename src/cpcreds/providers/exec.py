@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -52,7 +52,7 @@ from ..errors import (
 from ..hookspecs import hookimpl
 from ..logs import redact_text
 
-__all__ = ["ExecProvider", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins", "find_executable"]
+__all__ = ["ExecProvider", "Job", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins", "find_executable"]
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
@@ -84,6 +84,16 @@ def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
         '{"kind":"ExecCredential","apiVersion":' + json_value(spec.api_version, _EXEC_INFO_ENCODER)
         + ',"spec":{"interactive":' + json_value(interactive, _EXEC_INFO_ENCODER) + cluster + "}}"
     )  # fmt: skip
+
+
+class Job(NamedTuple):
+    """What a run is for, as errors name it: the provider, the command as configured, the
+    timeout the deadline came from, and the command's install hint."""
+
+    provider: str
+    command: str
+    timeout: float
+    install_hint: str | None = None
 
 
 class RunResult:
@@ -189,21 +199,51 @@ class ExecProvider:
         """Run the plugin once; raise a :class:`PluginError` unless it exited 0."""
         spec = plan.exec
         assert spec is not None
-        provider, command = plan.provider, spec.command
         if deadline is None:
             deadline = time.monotonic() + plan.timeout
+        executable = find_executable(spec.command)
+        if executable is None:
+            raise self._not_found(spec, plan.provider)
+        return self.run_command(
+            Job(plan.provider, spec.command, plan.timeout, spec.install_hint),
+            executable,
+            [spec.command, *spec.args],
+            env,
+            deadline=deadline,
+            interactive=interactive,
+        )
+
+    def run_command(
+        self,
+        job: Job,
+        executable: str,
+        argv: list[str],
+        env: dict[bytes, bytes],
+        *,
+        deadline: float,
+        interactive: bool = False,
+        stdin: bytes | None = None,
+        pass_fd: int | None = None,
+    ) -> RunResult:
+        """Run ``executable`` (``argv[0]`` as the name it is given) once, in a session of its own,
+        bounded by ``deadline`` (``time.monotonic()`` seconds); raise a :class:`PluginError`
+        naming ``job.command`` unless it exited 0.
+
+        ``stdin`` is written to the process's standard input, which is then closed (KEP-2133
+        plugins read their request there); without it, stdin is ``/dev/null`` (or the terminal
+        when ``interactive``). ``pass_fd`` is one more descriptor the process inherits under
+        the same number (a sealed copy of a pinned executable, run as ``/proc/self/fd/N``)."""
+        provider, command = job.provider, job.command
         if self._closed:
             raise ProviderError("the exec provider is closed", provider=provider)
-        executable = find_executable(command)
-        if executable is None:
-            raise self._not_found(spec, provider)
-        argv = [command, *spec.args]
         try:
-            child = _spawn(executable, argv, env) if not interactive and _SPAWN.usable else None
+            child = None
+            if not interactive and _SPAWN.usable:
+                child = _spawn(executable, argv, env, with_stdin=stdin is not None, pass_fd=pass_fd)
             if child is None:
-                child = _popen(executable, argv, env, interactive)
+                child = _popen(executable, argv, env, interactive, with_stdin=stdin is not None, pass_fd=pass_fd)
         except FileNotFoundError:
-            raise self._not_found(spec, provider) from None
+            raise self._not_found_job(job) from None
         except PermissionError:
             raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
         except OSError as exc:
@@ -218,7 +258,7 @@ class ExecProvider:
                 self._groups.add(pgid)
                 _RUNNING_GROUPS.add(pgid)
         try:
-            return self._collect(child, plan, pgid, deadline)
+            return self._collect(child, job, pgid, deadline, stdin)
         finally:
             child.close_pipes()
             if pgid is not None:
@@ -227,14 +267,18 @@ class ExecProvider:
                     _RUNNING_GROUPS.discard(pgid)
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
-        message = f"exec: executable {spec.command} not found"
-        if "/" not in spec.command:
-            message += " on PATH"
-        if spec.install_hint:
-            message += "; install hint: " + " ".join(spec.install_hint.split())
-        return PluginNotFound(message, provider=provider)
+        return self._not_found_job(Job(provider, spec.command, 0.0, spec.install_hint))
 
-    def _collect(self, proc: _Child, plan: AccessPlan, pgid: int | None, deadline: float) -> RunResult:
+    @staticmethod
+    def _not_found_job(job: Job) -> PluginNotFound:
+        message = f"exec: executable {job.command} not found"
+        if "/" not in job.command:
+            message += " on PATH"
+        if job.install_hint:
+            message += "; install hint: " + " ".join(job.install_hint.split())
+        return PluginNotFound(message, provider=job.provider)
+
+    def _collect(self, proc: _Child, job: Job, pgid: int | None, deadline: float, stdin: bytes | None = None) -> RunResult:
         started = time.monotonic()
         buffers = {proc.stdout_fd: bytearray()}
         stdout = buffers[proc.stdout_fd]
@@ -245,6 +289,24 @@ class ExecProvider:
         poller = select.poll()
         for fd in buffers:
             poller.register(fd, select.POLLIN)
+        pending = memoryview(stdin) if stdin is not None else None
+        if proc.stdin_fd is not None:
+            # Written as the plugin reads, so a request larger than the pipe cannot block us.
+            os.set_blocking(proc.stdin_fd, False)
+            poller.register(proc.stdin_fd, select.POLLOUT)
+
+        def write(fd: int) -> None:
+            nonlocal pending
+            try:
+                written = os.write(fd, pending) if pending else 0
+            except BlockingIOError:
+                return
+            except (BrokenPipeError, OSError):  # it exited or closed stdin without reading it all
+                written = len(pending) if pending else 0
+            pending = pending[written:] if pending else None
+            if not pending:
+                poller.unregister(fd)
+                proc.close_stdin()
         pidfd = _open_pidfd(proc.pid) if self.use_pidfd else None
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
@@ -263,8 +325,8 @@ class ExecProvider:
             elif len(stdout) > self.max_stdout_bytes:
                 self._kill(proc, pgid)
                 raise PluginExecutionError(
-                    f"exec: {plan.exec.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",  # type: ignore[union-attr]
-                    provider=plan.provider,
+                    f"exec: {job.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",
+                    provider=job.provider,
                     exit_code=-1,
                 )
 
@@ -274,11 +336,13 @@ class ExecProvider:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._kill(proc, pgid)
-                    raise self._timeout(plan, stderr)
+                    raise self._timeout(job, stderr)
                 wait = remaining if pidfd is not None else min(remaining, tick)
                 for fd, _ in poller.poll(wait * 1000):
                     if fd == pidfd:
                         exited = True
+                    elif fd == proc.stdin_fd:
+                        write(fd)
                     else:
                         read(fd)
                 if pidfd is None and not exited:
@@ -290,6 +354,7 @@ class ExecProvider:
             # which a grandchild that left the group (setsid) could hold back until the deadline.
             if pgid is not None:
                 _kill_group(pgid)
+            proc.close_stdin()
             while buffers:
                 ready = poller.poll(0)
                 if not any(fd in buffers for fd, _ in ready):
@@ -305,7 +370,7 @@ class ExecProvider:
                 self._kill(proc, pgid)
         duration = time.monotonic() - started
         if exit_code != 0:
-            raise self._exit_error(plan, exit_code, stderr)
+            raise self._exit_error(job, exit_code, stderr, stdout)
         return RunResult(exit_code, bytes(stdout), bytes(stderr), duration)
 
     @staticmethod
@@ -317,15 +382,15 @@ class ExecProvider:
         proc.wait()
 
     @staticmethod
-    def _timeout(plan: AccessPlan, stderr: bytearray) -> PluginTimeout:
-        message = f"exec: {plan.exec.command} did not answer within {plan.timeout:g}s; its process group was killed"  # type: ignore[union-attr]
+    def _timeout(job: Job, stderr: bytearray) -> PluginTimeout:
+        message = f"exec: {job.command} did not answer within {job.timeout:g}s; its process group was killed"
         if stderr:
             message += f"; stderr: {_tail(stderr)}"
-        return PluginTimeout(message, provider=plan.provider, exit_code=-1)
+        return PluginTimeout(message, provider=job.provider, exit_code=-1)
 
     @staticmethod
-    def _exit_error(plan: AccessPlan, exit_code: int, stderr: bytearray) -> PluginExecutionError:
-        command = plan.exec.command  # type: ignore[union-attr]
+    def _exit_error(job: Job, exit_code: int, stderr: bytearray, stdout: bytearray) -> PluginExecutionError:
+        command = job.command
         if exit_code < 0:
             try:
                 name = signal.Signals(-exit_code).name
@@ -336,7 +401,7 @@ class ExecProvider:
             message = f"exec: {command} exited with code {exit_code}"
         if stderr:
             message += f": {_tail(stderr)}"
-        return PluginExecutionError(message, provider=plan.provider, exit_code=exit_code if exit_code >= 0 else -1)
+        return PluginExecutionError(message, provider=job.provider, exit_code=exit_code if exit_code >= 0 else -1)
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -465,10 +530,10 @@ class _Child:
     The interface of ``subprocess.Popen`` that the runner uses (pid, returncode, poll, wait, kill),
     for a process started with ``os.posix_spawn``."""
 
-    __slots__ = ("pid", "returncode", "stdout_fd", "stderr_fd")
+    __slots__ = ("pid", "returncode", "stdout_fd", "stderr_fd", "stdin_fd")
 
-    def __init__(self, pid: int, stdout_fd: int, stderr_fd: int | None) -> None:
-        self.pid, self.stdout_fd, self.stderr_fd = pid, stdout_fd, stderr_fd
+    def __init__(self, pid: int, stdout_fd: int, stderr_fd: int | None, stdin_fd: int | None = None) -> None:
+        self.pid, self.stdout_fd, self.stderr_fd, self.stdin_fd = pid, stdout_fd, stderr_fd, stdin_fd
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -497,7 +562,14 @@ class _Child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
 
+    def close_stdin(self) -> None:
+        """Close our end of the plugin's stdin (end of the request); idempotent."""
+        if self.stdin_fd is not None:
+            fd, self.stdin_fd = self.stdin_fd, None
+            os.close(fd)
+
     def close_pipes(self) -> None:
+        self.close_stdin()
         for fd in (self.stdout_fd, self.stderr_fd):
             if fd is not None:
                 os.close(fd)
@@ -510,8 +582,14 @@ class _PopenChild(_Child):
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
-        super().__init__(proc.pid, proc.stdout.fileno(), proc.stderr.fileno() if proc.stderr is not None else None)
+        stdin_fd = proc.stdin.fileno() if proc.stdin is not None else None
+        super().__init__(proc.pid, proc.stdout.fileno(), proc.stderr.fileno() if proc.stderr is not None else None, stdin_fd)
         self._proc = proc
+
+    def close_stdin(self) -> None:
+        if self.stdin_fd is not None and self._proc.stdin is not None:
+            self.stdin_fd = None
+            self._proc.stdin.close()
 
     def poll(self) -> int | None:
         self.returncode = self._proc.poll()
@@ -525,6 +603,7 @@ class _PopenChild(_Child):
         self._proc.kill()
 
     def close_pipes(self) -> None:
+        self.close_stdin()
         for pipe in (self._proc.stdout, self._proc.stderr):
             if pipe is not None:
                 pipe.close()
@@ -540,58 +619,92 @@ class _SpawnSupport:
 _SPAWN = _SpawnSupport()
 
 
-def _spawn(executable: str, argv: list[str], env: dict[bytes, bytes]) -> _Child | None:
-    """Start a non-interactive plugin in a new session with os.posix_spawn: stdin /dev/null,
-    stdout and stderr our pipes. None where posix_spawn cannot do it (the caller uses Popen).
+def _spawn(
+    executable: str, argv: list[str], env: dict[bytes, bytes], *, with_stdin: bool = False, pass_fd: int | None = None
+) -> _Child | None:
+    """Start a non-interactive plugin in a new session with os.posix_spawn: stdin /dev/null (or
+    a pipe of ours with ``with_stdin``), stdout and stderr our pipes, and ``pass_fd`` kept
+    under its own number. None where posix_spawn cannot do it (the caller uses Popen).
 
     Only what is inheritable reaches the plugin: Python opens every descriptor non-inheritable
-    (PEP 446), as Go does, so the pipes below are the plugin's only descriptors besides stdio."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    if min(out_w, err_w) <= 2:
+    (PEP 446), as Go does, so the pipes below are the plugin's only descriptors besides stdio
+    (and ``pass_fd``)."""
+    fds: list[int] = []
+    try:
+        out_r, out_w = os.pipe()
+        fds += (out_r, out_w)
+        err_r, err_w = os.pipe()
+        fds += (err_r, err_w)
+        in_r = in_w = None
+        if with_stdin:
+            in_r, in_w = os.pipe()
+            fds += (in_r, in_w)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if min(fds) <= 2 or (pass_fd is not None and pass_fd <= 2):
         # Our own stdio is closed and a pipe end took its number: dup2 onto itself would keep
         # close-on-exec set. subprocess knows how to shuffle these; let it.
-        for fd in (out_r, out_w, err_r, err_w):
+        for fd in fds:
             os.close(fd)
         return None
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0) if in_r is None else (os.POSIX_SPAWN_DUP2, in_r, 0),
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+    ]
+    inherited = pass_fd is not None and not os.get_inheritable(pass_fd)
     try:
-        pid = os.posix_spawn(
-            executable,
-            argv,
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, out_w, 1),
-                (os.POSIX_SPAWN_DUP2, err_w, 2),
-            ],
-            setsid=True,
-        )
+        if inherited:
+            # dup2 onto itself does not clear close-on-exec everywhere; the flag is set on our
+            # copy for the spawn only (the descriptor is private to the runner, not shared).
+            os.set_inheritable(pass_fd, True)  # type: ignore[arg-type]
+        pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
     except NotImplementedError:
         _SpawnSupport.usable = False
-        for fd in (out_r, out_w, err_r, err_w):
+        for fd in fds:
             os.close(fd)
         return None
     except BaseException:
-        for fd in (out_r, out_w, err_r, err_w):
+        for fd in fds:
             os.close(fd)
         raise
+    finally:
+        if inherited:
+            os.set_inheritable(pass_fd, False)  # type: ignore[arg-type]
     os.close(out_w)
     os.close(err_w)
-    return _Child(pid, out_r, err_r)
+    if in_r is not None:
+        os.close(in_r)
+    return _Child(pid, out_r, err_r, in_w)
 
 
-def _popen(executable: str, argv: list[str], env: dict[bytes, bytes], interactive: bool) -> _Child:
+def _popen(
+    executable: str,
+    argv: list[str],
+    env: dict[bytes, bytes],
+    interactive: bool,
+    *,
+    with_stdin: bool = False,
+    pass_fd: int | None = None,
+) -> _Child:
+    if with_stdin:
+        stdin: Any = subprocess.PIPE
+    else:
+        stdin = None if interactive else subprocess.DEVNULL
     proc = subprocess.Popen(
         argv,
         executable=executable,
         env=env,
-        stdin=None if interactive else subprocess.DEVNULL,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         # Interactive plugins prompt on stderr, so it stays the user's terminal, as in client-go.
         stderr=None if interactive else subprocess.PIPE,
         # Its own session makes the plugin and all its children one group we can kill; an
         # interactive plugin must stay in our session to keep the terminal.
         start_new_session=not interactive,
+        pass_fds=() if pass_fd is None else (pass_fd,),
     )
     return _PopenChild(proc)
 
