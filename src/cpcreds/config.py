@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._parse import DocumentError, load_document, plain_copy, read_bounded
@@ -33,6 +33,9 @@ from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, ExecConfig
 from .errors import ConfigError
 
 __all__ = [
+    "AllowlistEntry",
+    "PluginPolicy",
+    "PolicyType",
     "CLIArgsPolicy",
     "EnvVarsPolicy",
     "ProviderEntry",
@@ -51,6 +54,8 @@ __all__ = [
 
 CLIArgsPolicy = Literal["Ignore", "Append"]
 EnvVarsPolicy = Literal["Ignore", "AppendIfNotExists", "Replace"]
+#: client-go's ``PluginPolicy.PolicyType`` values, spelled as client-go (and kubectl's kuberc) spell them.
+PolicyType = Literal["AllowAll", "DenyAll", "Allowlist"]
 
 #: Bound on one credential fetch when an entry names no ``timeout`` (seconds).
 DEFAULT_TIMEOUT = 60.0
@@ -89,6 +94,41 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+class AllowlistEntry(BaseModel):
+    """One ``pluginPolicy.allowlist`` entry: a command that may run, optionally pinned.
+
+    ``command`` is compared as client-go compares it: both it and the plugin's command are
+    resolved on the controller's ``PATH`` (a name without ``/``) or made absolute (a path,
+    relative ones against the config file's folder), and the results must be equal.
+    ``sha256`` (cpcreds' addition) pins the executable's content: it then runs only if its bytes
+    hash to this digest, and exactly the bytes that were hashed run.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str = Field(min_length=1)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+
+    @field_validator("sha256", mode="after")
+    @classmethod
+    def _lower(cls, value: str | None) -> str | None:
+        return value.lower() if value is not None else None
+
+
+class PluginPolicy(BaseModel):
+    """Which exec plugins may run (top-level ``pluginPolicy``; client-go's ``PluginPolicy``).
+
+    ``AllowAll`` (the default, as in client-go) runs any configured command; ``DenyAll`` runs
+    none; ``Allowlist`` runs only the commands of ``allowlist``. In-process providers are not
+    subject to it: they are code the controller imported.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    policy_type: PolicyType = Field(default="AllowAll", alias="policyType")
+    allowlist: tuple[AllowlistEntry, ...] | None = None
+
+
 class ProviderEntry(BaseModel):
     """One ``providers[]`` entry: an access-provider name and how to get its credential.
 
@@ -105,6 +145,8 @@ class ProviderEntry(BaseModel):
     timeout: float = DEFAULT_TIMEOUT
     type: str | None = None
     options: Mapping[str, Any] = Field(default_factory=dict)
+    #: When this provider fails, try the next one the profile offers (None: the top-level setting).
+    failover: StrictBool | None = None
 
     @field_validator("profile_sourced_cli_args_policy", "profile_sourced_env_vars_policy", mode="before")
     @classmethod
@@ -141,6 +183,10 @@ class ProviderConfig:
     source: str = "<dict>"
     #: The ``serve:`` section, as written (``cpcreds serve`` validates it; nothing else reads it).
     serve: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: Which exec plugins may run (top-level ``pluginPolicy``).
+    plugin_policy: PluginPolicy = field(default_factory=PluginPolicy)
+    #: Top-level ``failover``: the default of every entry's ``failover``.
+    failover: bool = False
     _by_name: Mapping[str, ProviderEntry] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +198,13 @@ class ProviderConfig:
 
     def get(self, name: str) -> ProviderEntry | None:
         return self._by_name.get(name)
+
+    def fails_over(self, name: str) -> bool:
+        """Whether a failure of provider ``name`` moves on to the next provider a profile offers."""
+        entry = self._by_name.get(name)
+        if entry is None or entry.failover is None:
+            return self.failover
+        return entry.failover
 
     @classmethod
     def from_dict(
@@ -195,26 +248,93 @@ class ProviderConfig:
         serve = data.get("serve")
         if serve is not None and not isinstance(serve, dict):
             raise ConfigError(f"must be a mapping, not {json_type_name(serve)}", source=source, field="serve")
-        return cls(tuple(entries), source=source, serve=MappingProxyType(dict(serve)) if serve is not None else None)
+        failover = data.get("failover", False)
+        if not isinstance(failover, bool):
+            raise ConfigError(f"must be true or false, not {json_type_name(failover)}", source=source, field="failover")
+        return cls(
+            tuple(entries),
+            source=source,
+            serve=MappingProxyType(dict(serve)) if serve is not None else None,
+            plugin_policy=_validate_policy(data.get("pluginPolicy"), source, base_dir),
+            failover=failover,
+        )
 
     def merged_with(self, other: ProviderConfig) -> ProviderConfig:
-        """This config's providers, then ``other``'s; a name in both is an error."""
-        return ProviderConfig.from_entries([*self.providers, *other.providers], source=f"{self.source}, {other.source}")
+        """This config's providers, then ``other``'s; a name in both is an error. The policy and
+        the failover default are this config's (flags cannot loosen a file's policy)."""
+        return ProviderConfig.from_entries(
+            [*self.providers, *other.providers],
+            source=f"{self.source}, {other.source}",
+            plugin_policy=self.plugin_policy,
+            failover=self.failover,
+        )
 
     @classmethod
-    def from_entries(cls, entries: Iterable[ProviderEntry], *, source: str = "<dict>") -> ProviderConfig:
+    def from_entries(
+        cls,
+        entries: Iterable[ProviderEntry],
+        *,
+        source: str = "<dict>",
+        plugin_policy: PluginPolicy | None = None,
+        failover: bool = False,
+    ) -> ProviderConfig:
         entries = tuple(entries)
         seen: set[str] = set()
         for index, entry in enumerate(entries):
             if entry.name in seen:
                 raise ConfigError("duplicate provider name", source=source, entry=_label(entry.name, index))
             seen.add(entry.name)
-        return cls(entries, source=source)
+        return cls(entries, source=source, plugin_policy=plugin_policy or PluginPolicy(), failover=failover)
+
+
+def _validate_policy(raw: Any, source: str, base_dir: Path | None) -> PluginPolicy:
+    """The top-level ``pluginPolicy``, checked so that a misconfigured policy fails closed: the
+    config does not load, rather than running with a policy other than the one meant."""
+    if raw is None:
+        return PluginPolicy()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"must be a mapping, not {json_type_name(raw)}", source=source, field="pluginPolicy")
+    problems: list[tuple[str, str]] = []
+    policy = None
+    try:
+        policy = PluginPolicy.model_validate(raw)
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, PluginPolicy)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        problems = [("", "holds a value that cannot be read")]
+    if policy is None:
+        where, what = problems[0] if problems else ("", "is invalid")
+        raise ConfigError(what, source=source, field=f"pluginPolicy.{where}" if where else "pluginPolicy")
+    if "policyType" not in raw and "policy_type" not in raw:
+        # client-go: an allowlist without a policy is a misconfiguration, not an AllowAll.
+        raise ConfigError("is required (AllowAll, DenyAll or Allowlist)", source=source, field="pluginPolicy.policyType")
+    if policy.policy_type != "Allowlist":
+        if policy.allowlist is not None:
+            raise ConfigError(
+                f"applies only with policyType Allowlist (policyType is {policy.policy_type})",
+                source=source,
+                field="pluginPolicy.allowlist",
+            )
+        return policy
+    if not policy.allowlist:
+        raise ConfigError(
+            "must list at least one command when policyType is Allowlist (use DenyAll to run no plugin)",
+            source=source,
+            field="pluginPolicy.allowlist",
+        )
+    entries = []
+    for entry in policy.allowlist:
+        command = entry.command
+        if base_dir is not None and "/" in command and not os.path.isabs(command):
+            # As execConfig.command: a relative path is relative to the config file.
+            entry = entry.model_copy(update={"command": str((base_dir / command).resolve())})
+        entries.append(entry)
+    return policy.model_copy(update={"allowlist": tuple(entries)})
 
 
 #: Top-level fields of a provider config file: the Go library's ``providers``, and cpcreds' own
-#: ``serve`` section.
-_TOP_LEVEL_FIELDS = ("providers", "serve")
+#: ``serve`` section, plugin policy and failover default.
+_TOP_LEVEL_FIELDS = ("providers", "serve", "pluginPolicy", "failover")
 
 
 def _label(name: Any, index: int | None) -> str:

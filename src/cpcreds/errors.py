@@ -131,3 +131,18 @@ class InteractiveModeError(PluginError):
     """interactiveMode is Always but no terminal is available; the plugin was not run."""
 
     call_status = CLIENT_INTERNAL_ERROR
+
+
+class PluginNotAllowed(PluginError):
+    """The provider config's ``pluginPolicy`` refused to run the plugin (``DenyAll``, a command
+    not on the allowlist, a script whose ``#!`` interpreter is not on it, or a pinned command
+    whose bytes do not hash to the pinned ``sha256``). Nothing was run. Failover never moves past
+    a refusal: a refused plugin is a configuration decision, not an outage.
+
+    ``command`` is the command as configured; ``reason`` the policy's reason, in words."""
+
+    call_status = CLIENT_INTERNAL_ERROR
+
+    def __init__(self, message: str, *, provider: str | None = None, command: str = "", reason: str = "") -> None:
+        self.command, self.reason = command, reason
+        super().__init__(message, provider=provider)
