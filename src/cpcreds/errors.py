@@ -21,6 +21,8 @@ __all__ = [
     "PluginTimeout",
     "PluginOutputError",
     "InteractiveModeError",
+    "ImageCredentialError",
+    "InvalidImageError",
 ]
 
 # client-go's values for the `call_status` label of rest_client_exec_plugin_call_total.
@@ -146,3 +148,14 @@ class PluginNotAllowed(PluginError):
     def __init__(self, message: str, *, provider: str | None = None, command: str = "", reason: str = "") -> None:
         self.command, self.reason = command, reason
         super().__init__(message, provider=provider)
+
+
+class ImageCredentialError(CredentialError):
+    """Registry credentials for an image (KEP-2133, :class:`~cpcreds.ImageCredentials`) cannot
+    be had for a reason that is neither the config (:class:`ConfigError`) nor a plugin's failure
+    (:class:`PluginError`): a service-account token a provider requires is not given, or the
+    :class:`~cpcreds.ImageCredentials` was closed."""
+
+
+class InvalidImageError(ImageCredentialError, ValueError):
+    """The image is not a valid image reference (``[registry[:port]/]path[:tag][@digest]``)."""
