@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from .credential import Credential
     from .engine import CredentialEngine
     from .errors import (
+        AllProvidersFailed,
         ConfigError,
         CredentialError,
         EngineClosed,
@@ -71,6 +72,7 @@ _EXPORTS = {
     "credential": ("Credential",),
     "engine": ("CredentialEngine",),
     "errors": (
+        "AllProvidersFailed",
         "ConfigError",
         "CredentialError",
         "EngineClosed",
@@ -137,6 +139,7 @@ __all__ = [
     "PluginTimeout",
     "PluginOutputError",
     "InteractiveModeError",
+    "AllProvidersFailed",
 ]
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "InteractiveModeError",
     "ImageCredentialError",
     "InvalidImageError",
+    "AllProvidersFailed",
 ]
 
 # client-go's values for the `call_status` label of rest_client_exec_plugin_call_total.
@@ -145,8 +146,11 @@ class PluginNotAllowed(PluginError):
 
     call_status = CLIENT_INTERNAL_ERROR
 
-    def __init__(self, message: str, *, provider: str | None = None, command: str = "", reason: str = "") -> None:
-        self.command, self.reason = command, reason
+    def __init__(
+        self, message: str, *, provider: str | None = None, command: str = "", reason: str = "", decision: str = "denied"
+    ) -> None:
+        #: ``decision`` is the metric label: denied, not_allowlisted, interpreter, digest_mismatch, unreadable.
+        self.command, self.reason, self.decision = command, reason, decision
         super().__init__(message, provider=provider)
 
 
@@ -159,3 +163,29 @@ class ImageCredentialError(CredentialError):
 
 class InvalidImageError(ImageCredentialError, ValueError):
     """The image is not a valid image reference (``[registry[:port]/]path[:tag][@digest]``)."""
+
+
+class AllProvidersFailed(ProviderError):
+    """Failover (``failover: true``) tried every provider it could for a ClusterProfile and each
+    failed. The one-line message names the profile, then every provider tried, in order, with why
+    it failed (each reason as that provider's own error words it, redacted).
+
+    ``profile`` is the profile's ``namespace/name``; ``attempts`` the ``(provider, error)`` pairs
+    in the order they were tried, for programs (``isinstance(error, PluginTimeout)``, ...).
+    ``provider`` is None: no single provider failed."""
+
+    def __init__(self, profile: str, attempts: tuple[tuple[str, CredentialError], ...]) -> None:
+        self.profile, self.attempts = profile, tuple(attempts)
+        tried = "; ".join(f"{name} ({_reason(name, error)})" for name, error in self.attempts)
+        super().__init__(f"ClusterProfile {profile}: every provider tried failed: {tried}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # copy and pickle rebuild it from what it was made of, not from its message.
+        return (type(self), (self.profile, self.attempts), self.__dict__)
+
+
+def _reason(provider: str, error: BaseException) -> str:
+    """``error``'s message on one line, without the ``provider NAME: `` its own message starts with."""
+    text = " ".join(str(error).split())
+    prefix = f"provider {provider}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
