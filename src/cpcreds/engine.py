@@ -226,7 +226,7 @@ class CredentialEngine:
         self.backoff_policy = backoff
         self.max_entries = max_entries
         self.metrics = Metrics.for_registry(prometheus_registry)
-        self._providers = dict(self.registry.create_all(config))
+        self._providers = dict(self.registry.create_all(config, policy_observer=self.metrics.count_policy_decision))
         self._workers = Workers(max_concurrent_fetches, max_fetches_per_provider)
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}  # plan.key -> entry

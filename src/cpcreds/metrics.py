@@ -70,6 +70,21 @@ class Metrics:
             buckets=REQUEST_DURATION_BUCKETS,
             registry=registry,
         )
+        # Plugin policy decisions (issue: which plugins may run). client-go's family counts every
+        # check as allowed or denied; cpcreds' own says which provider and why.
+        self.plugin_policy_calls = Counter(
+            "rest_client_exec_plugin_policy_call_total",
+            "Number of exec plugin policy checks, partitioned by whether the plugin was allowed or denied.",
+            ["status"],
+            registry=registry,
+        )
+        self.plugin_policy = Counter(
+            "cpcreds_plugin_policy",
+            "pluginPolicy decisions, by access provider and decision (allowed, allowed_pinned, denied, "
+            "not_allowlisted, interpreter, digest_mismatch, unreadable).",
+            ["provider", "decision"],
+            registry=registry,
+        )
         self._lookup_sources: weakref.WeakSet[Any] = weakref.WeakSet()
         self._retired_lookups: dict[tuple[str, str], int] = {}
         registry.register(_LookupCollector(self))
@@ -88,6 +103,13 @@ class Metrics:
             if metrics is None:
                 metrics = _by_registry[id(registry)] = cls(registry)
             return metrics
+
+    # -- plugin policy ---------------------------------------------------------------------
+
+    def count_policy_decision(self, provider: str, decision: str) -> None:
+        """One pluginPolicy decision for an exec run of ``provider``."""
+        self.plugin_policy_calls.labels("allowed" if decision.startswith("allowed") else "denied").inc()
+        self.plugin_policy.labels(provider, decision).inc()
 
     # -- certificates ----------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -223,6 +223,17 @@ class ProviderRegistry:
             )
         return provider
 
-    def create_all(self, config: ProviderConfig) -> Mapping[str, Provider]:
-        """Build every provider of a config (this is what ``cpcreds validate`` checks)."""
-        return {entry.name: self.create(entry, source=config.source) for entry in config.providers}
+    def create_all(
+        self, config: ProviderConfig, *, policy_observer: Callable[[str, str], None] | None = None
+    ) -> Mapping[str, Provider]:
+        """Build every provider of a config (this is what ``cpcreds validate`` checks).
+
+        Providers that run executables (those with a ``use_plugin_policy`` method, such as the
+        exec provider) get the config's ``pluginPolicy``, and report each decision to
+        ``policy_observer(provider, decision)``."""
+        providers = {entry.name: self.create(entry, source=config.source) for entry in config.providers}
+        for provider in providers.values():
+            use_policy = getattr(provider, "use_plugin_policy", None)
+            if callable(use_policy):
+                use_policy(config.plugin_policy, policy_observer)
+        return providers

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
@@ -38,21 +39,25 @@ from pydantic import ValidationError
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from .._parse import DocumentError, load_document
 from ..api import EXEC_INFO_ENV, ExecCredential, ExecCredentialSpec, ExecCredentialStatus
-from ..config import describe_validation_error, json_type_name
+from ..config import PluginPolicy, describe_validation_error, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
     InteractiveModeError,
     PluginExecutionError,
+    PluginNotAllowed,
     PluginNotFound,
     PluginOutputError,
     PluginTimeout,
     ProviderError,
 )
 from ..hookspecs import hookimpl
-from ..logs import redact_text
+from ..logs import get_logger, redact_text
+from ..pluginpolicy import PluginGate
 
 __all__ = ["ExecProvider", "Job", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins", "find_executable"]
+
+_log = get_logger(__name__)
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
@@ -142,6 +147,50 @@ def _is_interactive(spec: ExecSpec, provider: str) -> bool:
     return available
 
 
+#: Largest stdout of a failed plugin that is looked at for a status message.
+_STATUS_BYTES = 65536
+#: Longest part of a plugin's own failure message kept in an error.
+_STATUS_MESSAGE_CHARS = 512
+
+
+def _status_message(stdout: bytes | bytearray) -> str | None:
+    """What a failed plugin said on stdout, if it said it the Kubernetes way: a ``metav1.Status``
+    (``{"kind": "Status", "message": ..., "reason": ..., "code": ...}``) or an ExecCredential
+    whose ``status`` carries a ``message``. One line, bounded and redacted; None otherwise.
+
+    client-go reports only the exit code (kubernetes/kubernetes#139150); a plugin that explains
+    itself deserves to be heard."""
+    text = bytes(stdout).strip()
+    if not text.startswith(b"{") or len(text) > _STATUS_BYTES:
+        return None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    kind = document.get("kind")
+    if kind == "Status":
+        body: Any = document
+    elif kind == "ExecCredential" and isinstance(document.get("status"), dict):
+        body = document["status"]
+    else:
+        return None
+    message = body.get("message")
+    if not isinstance(message, str) or not message.strip():
+        return None
+    said = " ".join(message.split())[:_STATUS_MESSAGE_CHARS]
+    details = []
+    reason, code = body.get("reason"), body.get("code")
+    if isinstance(reason, str) and re.fullmatch(r"[A-Za-z]{1,64}", reason):
+        details.append(f"reason {reason}")
+    if isinstance(code, int) and not isinstance(code, bool) and 0 <= code < 1000:
+        details.append(f"code {code}")
+    if details:
+        said += f" ({', '.join(details)})"
+    return redact_text(said)
+
+
 def _tail(data: bytes) -> str:
     text = data.decode("utf-8", "replace").strip()
     text = " ".join(text.split())  # one line: error messages are one line
@@ -165,11 +214,23 @@ class ExecProvider:
 
     kind = "exec"
 
-    def __init__(self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES, use_pidfd: bool = True) -> None:
+    def __init__(
+        self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES, use_pidfd: bool = True, gate: PluginGate | None = None
+    ) -> None:
         self.max_stdout_bytes = max_stdout_bytes
         self.use_pidfd = use_pidfd
+        #: The plugin policy every run passes (the config's ``pluginPolicy``; AllowAll by default).
+        self.gate = gate or PluginGate()
+        #: Called with (provider, decision) for every policy decision (the engine counts them).
+        self.policy_observer: Callable[[str, str], None] | None = None
         self._groups: set[int] = set()  # process groups of this provider's running plugins
         self._closed = False
+        self._refusals_logged: set[tuple[str, str, str]] = set()
+
+    def use_plugin_policy(self, policy: PluginPolicy, observer: Callable[[str, str], None] | None = None) -> None:
+        """Apply ``policy`` to every later run, reporting each decision to ``observer``."""
+        self.gate = PluginGate(policy, pins=self.gate.pins)
+        self.policy_observer = observer
 
     def get_credential(self, plan: AccessPlan, *, deadline: float | None = None) -> Credential:
         """Run the plugin and validate its answer. ``deadline`` (``time.monotonic()`` seconds)
@@ -204,14 +265,41 @@ class ExecProvider:
         executable = find_executable(spec.command)
         if executable is None:
             raise self._not_found(spec, plan.provider)
-        return self.run_command(
-            Job(plan.provider, spec.command, plan.timeout, spec.install_hint),
-            executable,
-            [spec.command, *spec.args],
-            env,
-            deadline=deadline,
-            interactive=interactive,
-        )
+        job = Job(plan.provider, spec.command, plan.timeout, spec.install_hint)
+        argv = [spec.command, *spec.args]
+        gate = self.gate
+        if gate.allows_all:
+            self._observe(plan.provider, "allowed")
+            return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive)
+        try:
+            admission = gate.admit(plan.provider, spec.command, executable, argv)
+        except PluginNotAllowed as refusal:
+            self._observe(plan.provider, refusal.decision)
+            self._log_refusal(plan.provider, refusal)
+            raise
+        self._observe(plan.provider, "allowed_pinned" if admission.sha256 else "allowed")
+        try:
+            return self.run_command(
+                job, admission.executable, admission.argv, env, deadline=deadline, interactive=interactive, pass_fds=admission.pass_fds
+            )
+        finally:
+            admission.release()
+
+    def _observe(self, provider: str, decision: str) -> None:
+        observer = self.policy_observer
+        if observer is not None:
+            observer(provider, decision)
+
+    def _log_refusal(self, provider: str, refusal: PluginNotAllowed) -> None:
+        # Once per provider, command and reason: backoff retries of a refused plan say nothing new.
+        key = (provider, refusal.command, refusal.decision)
+        if key in self._refusals_logged:
+            return
+        if len(self._refusals_logged) < 1024:
+            self._refusals_logged.add(key)
+        # info, not warning: the caller gets the refusal as an error (the CLI prints it), while a
+        # service (serve logs at info) records it once.
+        _log.info("exec plugin refused by pluginPolicy", provider=provider, command=refusal.command, reason=refusal.reason)
 
     def run_command(
         self,
@@ -223,7 +311,7 @@ class ExecProvider:
         deadline: float,
         interactive: bool = False,
         stdin: bytes | None = None,
-        pass_fd: int | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> RunResult:
         """Run ``executable`` (``argv[0]`` as the name it is given) once, in a session of its own,
         bounded by ``deadline`` (``time.monotonic()`` seconds); raise a :class:`PluginError`
@@ -231,17 +319,18 @@ class ExecProvider:
 
         ``stdin`` is written to the process's standard input, which is then closed (KEP-2133
         plugins read their request there); without it, stdin is ``/dev/null`` (or the terminal
-        when ``interactive``). ``pass_fd`` is one more descriptor the process inherits under
-        the same number (a sealed copy of a pinned executable, run as ``/proc/self/fd/N``)."""
+        when ``interactive``). ``pass_fds`` are descriptors the process inherits under the same
+        numbers (sealed copies of pinned executables, run as ``/proc/self/fd/N``); they must be
+        the caller's own, as they are made inheritable for the spawn."""
         provider, command = job.provider, job.command
         if self._closed:
             raise ProviderError("the exec provider is closed", provider=provider)
         try:
             child = None
             if not interactive and _SPAWN.usable:
-                child = _spawn(executable, argv, env, with_stdin=stdin is not None, pass_fd=pass_fd)
+                child = _spawn(executable, argv, env, with_stdin=stdin is not None, pass_fds=pass_fds)
             if child is None:
-                child = _popen(executable, argv, env, interactive, with_stdin=stdin is not None, pass_fd=pass_fd)
+                child = _popen(executable, argv, env, interactive, with_stdin=stdin is not None, pass_fds=pass_fds)
         except FileNotFoundError:
             raise self._not_found_job(job) from None
         except PermissionError:
@@ -399,8 +488,11 @@ class ExecProvider:
             message = f"exec: {command} was killed by {name}"
         else:
             message = f"exec: {command} exited with code {exit_code}"
+        said = _status_message(stdout)
+        if said:
+            message += f": {said}"
         if stderr:
-            message += f": {_tail(stderr)}"
+            message += f"; stderr: {_tail(stderr)}" if said else f": {_tail(stderr)}"
         return PluginExecutionError(message, provider=job.provider, exit_code=exit_code if exit_code >= 0 else -1)
 
     # -- decoding --------------------------------------------------------------------------
@@ -620,15 +712,15 @@ _SPAWN = _SpawnSupport()
 
 
 def _spawn(
-    executable: str, argv: list[str], env: dict[bytes, bytes], *, with_stdin: bool = False, pass_fd: int | None = None
+    executable: str, argv: list[str], env: dict[bytes, bytes], *, with_stdin: bool = False, pass_fds: tuple[int, ...] = ()
 ) -> _Child | None:
     """Start a non-interactive plugin in a new session with os.posix_spawn: stdin /dev/null (or
-    a pipe of ours with ``with_stdin``), stdout and stderr our pipes, and ``pass_fd`` kept
-    under its own number. None where posix_spawn cannot do it (the caller uses Popen).
+    a pipe of ours with ``with_stdin``), stdout and stderr our pipes, and ``pass_fds`` kept
+    under their own numbers. None where posix_spawn cannot do it (the caller uses Popen).
 
     Only what is inheritable reaches the plugin: Python opens every descriptor non-inheritable
     (PEP 446), as Go does, so the pipes below are the plugin's only descriptors besides stdio
-    (and ``pass_fd``)."""
+    (and ``pass_fds``)."""
     fds: list[int] = []
     try:
         out_r, out_w = os.pipe()
@@ -643,7 +735,7 @@ def _spawn(
         for fd in fds:
             os.close(fd)
         raise
-    if min(fds) <= 2 or (pass_fd is not None and pass_fd <= 2):
+    if min(fds) <= 2 or any(fd <= 2 for fd in pass_fds):
         # Our own stdio is closed and a pipe end took its number: dup2 onto itself would keep
         # close-on-exec set. subprocess knows how to shuffle these; let it.
         for fd in fds:
@@ -654,12 +746,12 @@ def _spawn(
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
     ]
-    inherited = pass_fd is not None and not os.get_inheritable(pass_fd)
+    inherited = [fd for fd in pass_fds if not os.get_inheritable(fd)]
     try:
-        if inherited:
-            # dup2 onto itself does not clear close-on-exec everywhere; the flag is set on our
-            # copy for the spawn only (the descriptor is private to the runner, not shared).
-            os.set_inheritable(pass_fd, True)  # type: ignore[arg-type]
+        for fd in inherited:
+            # dup2 onto itself does not clear close-on-exec everywhere; the flag is set for the
+            # spawn only, on descriptors that are the caller's own for this run.
+            os.set_inheritable(fd, True)
         pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
     except NotImplementedError:
         _SpawnSupport.usable = False
@@ -671,8 +763,8 @@ def _spawn(
             os.close(fd)
         raise
     finally:
-        if inherited:
-            os.set_inheritable(pass_fd, False)  # type: ignore[arg-type]
+        for fd in inherited:
+            os.set_inheritable(fd, False)
     os.close(out_w)
     os.close(err_w)
     if in_r is not None:
@@ -687,7 +779,7 @@ def _popen(
     interactive: bool,
     *,
     with_stdin: bool = False,
-    pass_fd: int | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> _Child:
     if with_stdin:
         stdin: Any = subprocess.PIPE
@@ -704,7 +796,7 @@ def _popen(
         # Its own session makes the plugin and all its children one group we can kill; an
         # interactive plugin must stay in our session to keep the terminal.
         start_new_session=not interactive,
-        pass_fds=() if pass_fd is None else (pass_fd,),
+        pass_fds=pass_fds,
     )
     return _PopenChild(proc)
 

@@ -1,0 +1,211 @@
+"""The plugin policy: which exec plugins may run, and which bytes run for a pinned one.
+
+Spelled and matched as client-go 1.35 does (``ExecProvider.PluginPolicy``): ``AllowAll``,
+``DenyAll`` or ``Allowlist``; an allowlist entry matches when its ``command`` and the plugin's
+command resolve to the same path (a name without ``/`` is looked up on the controller's
+``PATH``, a path is made absolute; no globbing, symlinks are not followed, as in client-go).
+
+cpcreds adds two things:
+
+- **pinning**: an entry with ``sha256`` lets the command run only when its bytes hash to that
+  digest, and then the sealed copy that was hashed is what runs (:mod:`cpcreds.pinning`);
+- **interpreters**: a script plugin (``#!``) runs its interpreter, so under ``Allowlist`` the
+  interpreter must be allowed too (and ``/usr/bin/env python3`` means ``env`` and ``python3``).
+  A pinned interpreter is run from its own sealed copy, with the script handed to it by
+  descriptor, so nothing in the chain is opened by path after it was hashed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .config import AllowlistEntry, PluginPolicy
+from .errors import PluginNotAllowed
+from .pinning import PinnedRun, PinStore
+
+__all__ = ["PluginGate", "Admission", "resolve_command", "read_interpreter"]
+
+#: The kernel reads at most this much of a ``#!`` line (Linux: 256 bytes since 5.1).
+_SHEBANG_MAX = 256
+
+
+def resolve_command(command: str) -> str | None:
+    """Where ``command`` is, as the policy compares it: a path made absolute and normalised, or
+    a bare name's match on this process's ``PATH``; None when a bare name is not found."""
+    if "/" not in command:
+        found = shutil.which(command, path=os.environ.get("PATH", os.defpath))
+        if found is None:
+            return None
+        command = found
+    return os.path.normpath(os.path.abspath(command))
+
+
+def read_interpreter(head: bytes) -> tuple[str, str | None] | None:
+    """The interpreter and its optional argument from the start of a file, as the kernel reads a
+    ``#!`` line (one argument: everything after the interpreter, trimmed), or None."""
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:_SHEBANG_MAX].split(b"\n", 1)[0].strip(b" \t\r")
+    if not line:
+        return None
+    parts = line.replace(b"\t", b" ").split(b" ", 1)
+    interpreter = os.fsdecode(parts[0])
+    argument = os.fsdecode(parts[1].strip()) if len(parts) > 1 and parts[1].strip() else None
+    return interpreter, argument
+
+
+@dataclass
+class Admission:
+    """What the gate decided for one run: the executable to start and the argv, the descriptors
+    the process must inherit, and what to release once it has exited."""
+
+    executable: str
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    pinned: tuple[PinnedRun, ...] = field(default=())
+    #: Digest of the plugin's bytes when it was pinned (for logs).
+    sha256: str | None = None
+
+    def release(self) -> None:
+        for run in self.pinned:
+            run.release()
+
+
+class PluginGate:
+    """Applies one :class:`~cpcreds.config.PluginPolicy` to exec runs. Thread-safe.
+
+    ``admit`` either returns how to run the plugin or raises :class:`PluginNotAllowed`, whose
+    message names the command (as configured and as resolved), the policy and, for a pinned
+    command, both digests; nothing has run then."""
+
+    def __init__(self, policy: PluginPolicy | None = None, *, pins: PinStore | None = None) -> None:
+        self.policy = policy or PluginPolicy()
+        self.pins = pins if pins is not None else PinStore()
+        #: True when every plugin may run as is: the runner skips the gate entirely.
+        self.allows_all = self.policy.policy_type == "AllowAll"
+
+    def admit(self, provider: str, command: str, executable: str, argv: Sequence[str]) -> Admission:
+        """Decide one run of ``command`` (found at ``executable``) with ``argv``."""
+        policy = self.policy
+        if policy.policy_type == "AllowAll":
+            return Admission(executable, list(argv))
+        if policy.policy_type == "DenyAll":
+            raise self._refuse(provider, command, 'policy set to "DenyAll"', "denied")
+        resolved = os.path.normpath(os.path.abspath(executable))
+        entries = self._entries_for(resolved)
+        if not entries:
+            raise self._refuse(provider, command, f"{resolved} is not in pluginPolicy.allowlist", "not_allowlisted")
+        pinned: list[PinnedRun] = []
+        try:
+            run = self._pinned(provider, command, resolved, entries)
+            if run is not None:
+                pinned.append(run)
+            head = self._head(run.executable if run is not None and run.fd is None else resolved, run)
+            interpreter = read_interpreter(head)
+            if interpreter is None:
+                if run is None:
+                    return Admission(executable, list(argv))
+                return Admission(run.executable, list(argv), (run.fd,) if run.fd is not None else (), tuple(pinned), run.sha256)
+            return self._script(provider, command, resolved, run, interpreter, argv, pinned)
+        except BaseException:
+            for done in pinned:
+                done.release()
+            raise
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def _entries_for(self, resolved: str) -> list[AllowlistEntry]:
+        return [entry for entry in self.policy.allowlist or () if resolve_command(entry.command) == resolved]
+
+    def _pinned(self, provider: str, command: str, resolved: str, entries: list[AllowlistEntry]) -> PinnedRun | None:
+        """The sealed copy to run when every matching entry pins a digest; None when one of them
+        allows the command unpinned."""
+        digests = {entry.sha256 for entry in entries}
+        if None in digests:
+            return None
+        problem = None
+        try:
+            run = self.pins.open_copy(resolved)
+        except (OSError, ValueError) as exc:
+            problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if problem is not None:
+            raise self._refuse(provider, command, f"cannot hash {resolved}: {problem}", "unreadable")
+        if run.sha256 not in digests:
+            run.release()
+            wanted = ", ".join(sorted(d for d in digests if d))
+            raise self._refuse(
+                provider, command, f"{resolved} has sha256 {run.sha256}, but pluginPolicy pins {wanted}", "digest_mismatch"
+            )
+        return run
+
+    @staticmethod
+    def _head(path: str, run: PinnedRun | None) -> bytes:
+        # A pinned plugin's #! line is read from the sealed copy: the line that will be obeyed.
+        try:
+            if run is not None and run.fd is not None:
+                return os.pread(run.fd, _SHEBANG_MAX, 0)
+            with open(path, "rb") as stream:
+                return stream.read(_SHEBANG_MAX)
+        except OSError:
+            return b""  # unreadable but maybe executable: exec decides, as it would without a policy
+
+    def _script(
+        self,
+        provider: str,
+        command: str,
+        resolved: str,
+        run: PinnedRun | None,
+        interpreter: tuple[str, str | None],
+        argv: Sequence[str],
+        pinned: list[PinnedRun],
+    ) -> Admission:
+        path, argument = interpreter
+        chain = [path]
+        if os.path.basename(path) == "env" and argument and not argument.startswith("-"):
+            # `#!/usr/bin/env python3`: env runs python3 from PATH; both must be allowed.
+            target = resolve_command(argument.split()[0])
+            if target is None:
+                raise self._refuse(provider, command, f"its interpreter {argument.split()[0]} (from #! via env) is not on PATH", "interpreter")
+            chain.append(target)
+        pin_needed = False
+        for link in chain:
+            link_resolved = resolve_command(link) if "/" in link else link
+            entries = self._entries_for(link_resolved or link)
+            if not entries:
+                raise self._refuse(
+                    provider, command, f"its interpreter {link} (from #!) is not in pluginPolicy.allowlist", "interpreter"
+                )
+            if all(entry.sha256 for entry in entries):
+                pin_needed = True
+        if not pin_needed:
+            if run is None:
+                return Admission(resolved, list(argv))
+            return Admission(run.executable, list(argv), (run.fd,) if run.fd is not None else (), tuple(pinned), run.sha256)
+        if len(chain) > 1:
+            raise self._refuse(
+                provider,
+                command,
+                f"its interpreter is reached through {path}, which cannot run a pinned interpreter; name the interpreter in #! directly",
+                "interpreter",
+            )
+        interpreter_resolved = resolve_command(path) or path
+        interpreter_run = self._pinned(provider, command, interpreter_resolved, self._entries_for(interpreter_resolved))
+        assert interpreter_run is not None  # every entry pins a digest
+        pinned.append(interpreter_run)
+        # We do what the kernel does for #!, but with both files already open and sealed: the
+        # interpreter copy runs, and the script is handed to it by descriptor, not by path.
+        if run is not None:
+            script = f"/dev/fd/{run.fd}" if run.fd is not None else run.executable
+        else:
+            script = resolved
+        new_argv = [path, *([argument] if argument else []), script, *argv[1:]]
+        fds = tuple(r.fd for r in pinned if r.fd is not None)
+        return Admission(interpreter_run.executable, new_argv, fds, tuple(pinned), run.sha256 if run is not None else None)
+
+    def _refuse(self, provider: str, command: str, reason: str, decision: str) -> PluginNotAllowed:
+        return PluginNotAllowed(
+            f'exec: plugin "{command}" not allowed: {reason}', provider=provider, command=command, reason=reason, decision=decision
+        )

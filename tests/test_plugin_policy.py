@@ -1,0 +1,374 @@
+"""pluginPolicy: which exec plugins may run (client-go's spelling), and sha256 pinning.
+
+Plugins here are real executables: a copy of the system's ``echo`` (an ELF binary that prints
+its argument, the ExecCredential) and ``#!/bin/sh`` scripts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from cpcreds import ConfigError, CredentialEngine, ExecProvider, PluginNotAllowed, ProviderConfig, resolve
+from cpcreds.config import PluginPolicy
+from cpcreds.pinning import PinStore, sha256_file
+from cpcreds.pluginpolicy import PluginGate, read_interpreter
+from tests.fakes.builders import access_provider, cluster_profile
+
+ECHO = shutil.which("echo", path="/bin:/usr/bin")
+SH = "/bin/sh"
+pytestmark = pytest.mark.skipif(ECHO is None or not os.path.exists(SH), reason="needs /bin/echo and /bin/sh")
+V1 = "client.authentication.k8s.io/v1"
+
+
+def answer(token: str) -> str:
+    return '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"%s"}}' % (V1, token)
+
+
+def echo_plugin(folder: Path, name: str = "echo-plugin") -> Path:
+    """A real binary plugin: a copy of echo; its argument is the answer."""
+    path = folder / name
+    shutil.copyfile(ECHO, path)  # type: ignore[arg-type]
+    path.chmod(0o755)
+    return path
+
+
+def script_plugin(folder: Path, token: str, name: str = "sh-plugin", shebang: str = "#!/bin/sh") -> Path:
+    path = folder / name
+    path.write_text(f"{shebang}\nprintf '%s' '{answer(token)}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def digest(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def config(tmp_path: Path, policy: dict[str, Any] | None, *entries: dict[str, Any]) -> ProviderConfig:
+    data: dict[str, Any] = {"providers": list(entries)}
+    if policy is not None:
+        data["pluginPolicy"] = policy
+    return ProviderConfig.from_dict(data, source=str(tmp_path / "config.yaml"), base_dir=tmp_path)
+
+
+def entry(name: str, command: str, *args: str) -> dict[str, Any]:
+    return {"name": name, "execConfig": {"apiVersion": V1, "command": command, "args": list(args)}}
+
+
+def profile(provider: str) -> dict[str, Any]:
+    return cluster_profile("spoke", access_provider(provider))
+
+
+def engine_for(cfg: ProviderConfig) -> CredentialEngine:
+    return CredentialEngine(cfg, prometheus_registry=CollectorRegistry())
+
+
+def token_of(cfg: ProviderConfig, provider: str) -> str:
+    with engine_for(cfg) as engine:
+        return engine.get_credential(profile(provider)).token  # type: ignore[return-value]
+
+
+def refusal_of(cfg: ProviderConfig, provider: str) -> PluginNotAllowed:
+    with engine_for(cfg) as engine, pytest.raises(PluginNotAllowed) as caught:
+        engine.get_credential(profile(provider))
+    return caught.value
+
+
+# -- policy types ------------------------------------------------------------------------------
+
+
+def test_default_is_allow_all(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    cfg = config(tmp_path, None, entry("p", str(plugin), answer("t1")))
+    assert cfg.plugin_policy.policy_type == "AllowAll"
+    assert token_of(cfg, "p") == "t1"
+
+
+def test_deny_all_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    plugin = tmp_path / "plugin"
+    plugin.write_text(f"#!/bin/sh\ntouch {marker}\nprintf '%s' '{answer('x')}'\n")
+    plugin.chmod(0o755)
+    cfg = config(tmp_path, {"policyType": "DenyAll"}, entry("p", str(plugin)))
+    error = refusal_of(cfg, "p")
+    assert str(error) == f'provider p: exec: plugin "{plugin}" not allowed: policy set to "DenyAll"'
+    assert error.decision == "denied" and not marker.exists()
+
+
+def test_allowlist_by_absolute_relative_and_path_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    plugin = echo_plugin(bin_dir, "cloud-login")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    # The plugin named three ways; the allowlist named three ways; every pair matches.
+    commands = [str(plugin), "./bin/cloud-login", "cloud-login"]
+    for allowed in commands:
+        for command in commands:
+            cfg = config(tmp_path, {"policyType": "Allowlist", "allowlist": [{"command": allowed}]}, entry("p", command, answer("ok")))
+            assert token_of(cfg, "p") == "ok", (allowed, command)
+
+
+def test_allowlist_refuses_other_commands_naming_both_paths(tmp_path: Path) -> None:
+    allowed = echo_plugin(tmp_path, "allowed")
+    other = echo_plugin(tmp_path, "other")
+    cfg = config(tmp_path, {"policyType": "Allowlist", "allowlist": [{"command": str(allowed)}]}, entry("p", "./other", answer("x")))
+    error = refusal_of(cfg, "p")
+    assert error.decision == "not_allowlisted"
+    assert f'plugin "{other}" not allowed: {other} is not in pluginPolicy.allowlist' in str(error)
+
+
+def test_same_name_elsewhere_is_not_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # client-go compares resolved paths: an allowlisted bare name does not allow a file of the
+    # same name in another folder.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    echo_plugin(tmp_path / "a", "login")
+    elsewhere = echo_plugin(tmp_path / "b", "login")
+    monkeypatch.setenv("PATH", str(tmp_path / "a"))
+    cfg = config(tmp_path, {"policyType": "Allowlist", "allowlist": [{"command": "login"}]}, entry("p", str(elsewhere), answer("x")))
+    assert refusal_of(cfg, "p").decision == "not_allowlisted"
+
+
+def test_missing_plugin_is_not_found_not_refused(tmp_path: Path) -> None:
+    from cpcreds import PluginNotFound
+
+    cfg = config(tmp_path, {"policyType": "Allowlist", "allowlist": [{"command": "/nonexistent/x"}]}, entry("p", "/nonexistent/x"))
+    with engine_for(cfg) as engine, pytest.raises(PluginNotFound):
+        engine.get_credential(profile("p"))
+
+
+@pytest.mark.parametrize(
+    ("policy", "field", "words"),
+    [
+        ({"allowlist": [{"command": "x"}]}, "pluginPolicy.policyType", "is required"),
+        ({"policyType": "Allowlist"}, "pluginPolicy.allowlist", "at least one command"),
+        ({"policyType": "Allowlist", "allowlist": []}, "pluginPolicy.allowlist", "at least one command"),
+        ({"policyType": "AllowAll", "allowlist": [{"command": "x"}]}, "pluginPolicy.allowlist", "only with policyType Allowlist"),
+        ({"policyType": "allowlist"}, "pluginPolicy.policyType", "must be 'AllowAll', 'DenyAll' or 'Allowlist'"),
+        ({"policyType": "Allowlist", "allowlist": [{"command": "x", "sha256": "abc"}]}, "pluginPolicy.allowlist[0].sha256", "pattern"),
+        ({"policyType": "Allowlist", "allowlist": [{"command": ""}]}, "pluginPolicy.allowlist[0].command", ""),
+        ({"policyType": "Allowlist", "allowlist": [{"name": "x"}]}, "pluginPolicy.allowlist[0]", ""),
+        ("Allowlist", "pluginPolicy", "must be a mapping"),
+    ],
+)
+def test_misconfigured_policy_fails_closed_at_load(tmp_path: Path, policy: Any, field: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config(tmp_path, policy, entry("p", "x"))
+    assert caught.value.field is not None and caught.value.field.startswith(field)
+    assert words in str(caught.value)
+
+
+def test_policy_loads_from_a_yaml_file(tmp_path: Path) -> None:
+    from cpcreds import load_config
+
+    plugin = echo_plugin(tmp_path)
+    (tmp_path / "config.yaml").write_text(
+        "pluginPolicy:\n  policyType: Allowlist\n  allowlist:\n  - command: ./echo-plugin\n"
+        f"    sha256: {digest(plugin).upper()}\n"
+        f"providers:\n- name: p\n  execConfig:\n    apiVersion: {V1}\n    command: ./echo-plugin\n    args: ['{answer('y')}']\n"
+    )
+    cfg = load_config(tmp_path / "config.yaml")
+    assert cfg.plugin_policy.allowlist[0].command == str(plugin)  # type: ignore[index]
+    assert cfg.plugin_policy.allowlist[0].sha256 == digest(plugin)  # type: ignore[index]
+    assert token_of(cfg, "p") == "y"
+
+
+# -- pinning -----------------------------------------------------------------------------------
+
+
+def pinned(tmp_path: Path, *pins: tuple[Path | str, str | None]) -> dict[str, Any]:
+    return {"policyType": "Allowlist", "allowlist": [{"command": str(c), **({"sha256": d} if d else {})} for c, d in pins]}
+
+
+def test_pinned_binary_runs(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin))), entry("p", str(plugin), answer("pinned")))
+    assert token_of(cfg, "p") == "pinned"
+
+
+def test_pinned_mismatch_names_command_and_both_digests(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    wrong = "0" * 64
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, wrong)), entry("p", str(plugin), answer("x")))
+    error = refusal_of(cfg, "p")
+    assert error.decision == "digest_mismatch"
+    assert str(error) == (
+        f'provider p: exec: plugin "{plugin}" not allowed: {plugin} has sha256 {digest(plugin)}, but pluginPolicy pins {wrong}'
+    )
+
+
+def test_either_of_two_pins_allows(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, "1" * 64), (plugin, digest(plugin))), entry("p", str(plugin), answer("ok")))
+    assert token_of(cfg, "p") == "ok"
+
+
+def test_an_unpinned_entry_for_the_same_command_allows_any_bytes(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, "1" * 64), (plugin, None)), entry("p", str(plugin), answer("ok")))
+    assert token_of(cfg, "p") == "ok"
+
+
+def test_script_interpreter_must_be_allowed(tmp_path: Path) -> None:
+    plugin = script_plugin(tmp_path, "from-script")
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin))), entry("p", str(plugin)))
+    error = refusal_of(cfg, "p")
+    assert error.decision == "interpreter"
+    assert f"its interpreter {SH} (from #!) is not in pluginPolicy.allowlist" in str(error)
+    allowed = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin)), (SH, None)), entry("p", str(plugin)))
+    assert token_of(allowed, "p") == "from-script"
+
+
+def test_env_shebang_needs_env_and_its_program(tmp_path: Path) -> None:
+    env = shutil.which("env", path="/usr/bin:/bin")
+    if env is None:
+        pytest.skip("no env")
+    plugin = script_plugin(tmp_path, "via-env", shebang=f"#!{env} sh")
+    sh = shutil.which("sh")
+    only_env = config(tmp_path, pinned(tmp_path, (plugin, None), (env, None)), entry("p", str(plugin)))
+    assert f"its interpreter {sh} (from #!) is not in pluginPolicy.allowlist" in str(refusal_of(only_env, "p"))
+    both = config(tmp_path, pinned(tmp_path, (plugin, None), (env, None), (sh, None)), entry("p", str(plugin)))  # type: ignore[arg-type]
+    assert token_of(both, "p") == "via-env"
+
+
+def test_pinned_interpreter_runs_from_its_sealed_copy(tmp_path: Path) -> None:
+    plugin = script_plugin(tmp_path, "sealed")
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin)), (SH, digest(SH))), entry("p", str(plugin)))
+    assert token_of(cfg, "p") == "sealed"
+    bad = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin)), (SH, "2" * 64)), entry("p", str(plugin)))
+    error = refusal_of(bad, "p")
+    assert error.decision == "digest_mismatch" and f"{SH} has sha256 {digest(SH)}" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"#!/bin/sh\n", ("/bin/sh", None)),
+        (b"#! /usr/bin/env  python3 -u \nrest", ("/usr/bin/env", "python3 -u")),
+        (b"#!/bin/bash\t-e\n", ("/bin/bash", "-e")),
+        (b"#!\n", None),
+        (b"\x7fELF", None),
+        (b"", None),
+    ],
+)
+def test_read_interpreter(head: bytes, expected: Any) -> None:
+    assert read_interpreter(head) == expected
+
+
+def test_unchanged_binary_is_not_hashed_again_and_a_changed_one_is(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    first = digest(plugin)
+    store = PinStore()
+    provider = ExecProvider(gate=PluginGate(PluginPolicy.model_validate(pinned(tmp_path, (plugin, first))), pins=store))
+    cfg = config(tmp_path, None, entry("p", str(plugin), answer("again")))
+    plan = resolve(cfg, profile("p"))
+    for _ in range(5):
+        assert provider.get_credential(plan).token == "again"
+    assert store.hashed == 1
+    # Rewritten in place with the same bytes: ctime and mtime move, so it is hashed again.
+    plugin.write_bytes(plugin.read_bytes())
+    assert provider.get_credential(plan).token == "again"
+    assert store.hashed == 2
+
+
+def test_the_hashed_bytes_are_what_runs_while_the_path_is_swapped(tmp_path: Path) -> None:
+    """A thread keeps renaming another executable over the pinned path and back while the
+    plugin runs: every run either is refused (the other bytes were hashed) or runs the pinned
+    bytes. The other executable (a script that answers "swapped") never runs."""
+    good = echo_plugin(tmp_path, "good")
+    evil = script_plugin(tmp_path, "swapped", name="evil")
+    path = tmp_path / "plugin"
+    shutil.copyfile(good, path)
+    path.chmod(0o755)
+    good_copy, evil_copy = tmp_path / "good.next", tmp_path / "evil.next"
+    policy = pinned(tmp_path, (path, digest(good)), (SH, None))
+    provider = ExecProvider(gate=PluginGate(PluginPolicy.model_validate(policy)))
+    plan = resolve(config(tmp_path, None, entry("p", str(path), answer("genuine"))), profile("p"))
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            for source, link in ((evil, evil_copy), (good, good_copy)):
+                os.link(source, link)
+                os.replace(link, path)  # atomic: the path is always one whole executable
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    outcomes: dict[str, int] = {"genuine": 0, "refused": 0}
+    try:
+        for _ in range(3000):
+            try:
+                token = provider.get_credential(plan).token
+            except PluginNotAllowed as refusal:
+                assert refusal.decision == "digest_mismatch"
+                outcomes["refused"] += 1
+            else:
+                assert token == "genuine"  # never "swapped"
+                outcomes["genuine"] += 1
+            if outcomes["genuine"] >= 20 and outcomes["refused"] >= 20:
+                break
+    finally:
+        stop.set()
+        swapper.join()
+    assert outcomes["genuine"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_portable_private_copy_runs_the_hashed_bytes(tmp_path: Path) -> None:
+    plugin = script_plugin(tmp_path, "portable")
+    store = PinStore(use_memfd=False)
+    gate = PluginGate(PluginPolicy.model_validate(pinned(tmp_path, (plugin, digest(plugin)), (SH, None))), pins=store)
+    provider = ExecProvider(gate=gate)
+    plan = resolve(config(tmp_path, None, entry("p", str(plugin))), profile("p"))
+    assert provider.get_credential(plan).token == "portable"
+    run = store.open_copy(str(plugin))
+    try:
+        mode = os.stat(run.executable).st_mode
+        assert stat.S_IMODE(mode) == 0o500 and stat.S_IMODE(os.stat(os.path.dirname(run.executable)).st_mode) == 0o700
+        assert sha256_file(run.executable) == digest(plugin)
+    finally:
+        run.release()
+        store.close()
+
+
+def test_refusals_are_counted_and_logged_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cpcreds.logs import configure_logging
+
+    plugin = echo_plugin(tmp_path)
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, "3" * 64)), entry("p", str(plugin), answer("x")))
+    decisions: list[tuple[str, str]] = []
+    provider = ExecProvider()
+    provider.use_plugin_policy(cfg.plugin_policy, lambda name, decision: decisions.append((name, decision)))
+    plan = resolve(cfg, profile("p"))
+    configure_logging("info")
+    try:
+        for _ in range(3):
+            with pytest.raises(PluginNotAllowed):
+                provider.get_credential(plan)
+    finally:
+        configure_logging("warning")
+    logged = [line for line in capsys.readouterr().err.splitlines() if "refused by pluginPolicy" in line]
+    assert len(logged) == 1 and "provider=p" in logged[0]
+    assert decisions == [("p", "digest_mismatch")] * 3
+    registry = CollectorRegistry()
+    with CredentialEngine(cfg, prometheus_registry=registry) as engine, pytest.raises(PluginNotAllowed):
+        engine.get_credential(profile("p"))
+    assert registry.get_sample_value("cpcreds_plugin_policy_total", {"provider": "p", "decision": "digest_mismatch"}) == 1
+    assert registry.get_sample_value("rest_client_exec_plugin_policy_call_total", {"status": "denied"}) == 1
+
+
+def test_allowed_runs_are_counted(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    registry = CollectorRegistry()
+    cfg = config(tmp_path, pinned(tmp_path, (plugin, digest(plugin))), entry("p", str(plugin), answer("x")))
+    with CredentialEngine(cfg, prometheus_registry=registry) as engine:
+        engine.get_credential(profile("p"))
+    assert registry.get_sample_value("cpcreds_plugin_policy_total", {"provider": "p", "decision": "allowed_pinned"}) == 1
+    assert registry.get_sample_value("rest_client_exec_plugin_policy_call_total", {"status": "allowed"}) == 1
