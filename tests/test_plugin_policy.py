@@ -372,3 +372,48 @@ def test_allowed_runs_are_counted(tmp_path: Path) -> None:
         engine.get_credential(profile("p"))
     assert registry.get_sample_value("cpcreds_plugin_policy_total", {"provider": "p", "decision": "allowed_pinned"}) == 1
     assert registry.get_sample_value("rest_client_exec_plugin_policy_call_total", {"status": "allowed"}) == 1
+
+
+# -- cpcreds pin -------------------------------------------------------------------------------
+
+
+def test_pin_prints_a_policy_that_loads_and_pins(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import run_cli
+
+    echo_plugin(tmp_path)
+    script_plugin(tmp_path, "from-sh")
+    providers = [entry("echo", "./echo-plugin", answer("from-echo")), entry("sh", "./sh-plugin")]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"providers": providers}))
+    printed = run_cli("pin", "--config", "config.yaml", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert f'- command: "{tmp_path / "sh-plugin"}"  # provider sh' in printed.stdout
+    assert f'- command: "{SH}"  # interpreter of {tmp_path / "sh-plugin"}' in printed.stdout
+    policy = yaml.safe_load(printed.stdout)
+    assert [e["sha256"] for e in policy["pluginPolicy"]["allowlist"]] == [
+        digest(tmp_path / "echo-plugin"),
+        digest(tmp_path / "sh-plugin"),
+        digest(SH),
+    ]
+    (tmp_path / "pinned.yaml").write_text(printed.stdout + yaml.safe_dump({"providers": providers}))
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile("sh")))
+    ran = run_cli("get-credential", "--no-cache", "--config", "pinned.yaml", "--profile", "profile.yaml", cwd=tmp_path)
+    assert ran.returncode == 0 and "from-sh" in ran.stdout, ran.stderr
+    script_plugin(tmp_path, "tampered")
+    refused = run_cli("get-credential", "--no-cache", "--config", "pinned.yaml", "--profile", "profile.yaml", cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "not allowed" in refused.stderr and "tampered" not in refused.stderr
+
+
+def test_pin_of_named_commands_and_errors(tmp_path: Path) -> None:
+    from tests.test_cli import run_cli
+
+    plugin = echo_plugin(tmp_path)
+    printed = run_cli("pin", "-o", "json", str(plugin), cwd=tmp_path)
+    assert printed.returncode == 0
+    import json
+
+    assert json.loads(printed.stdout) == {"pluginPolicy": {"policyType": "Allowlist", "allowlist": [{"command": str(plugin), "sha256": digest(plugin)}]}}
+    missing = run_cli("pin", "no-such-plugin-anywhere", cwd=tmp_path)
+    assert missing.returncode == 1 and missing.stderr == "cpcreds: error: no-such-plugin-anywhere (given): not found on PATH\n"

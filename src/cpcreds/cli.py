@@ -257,6 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("shell", metavar="SHELL", choices=SHELLS, help="bash, zsh or fish")
     comp.set_defaults(handler=_cmd_completion)
 
+    pin = add(
+        "pin",
+        "print pluginPolicy allowlist entries pinning the configured plugins' sha256",
+        "Print a pluginPolicy (policyType Allowlist) whose allowlist pins, by sha256, every exec "
+        "command of the provider config as it is on this machine now, and the interpreters their #! "
+        "lines name. Review it and paste it into the config: from then on a plugin runs only if its "
+        "bytes still hash to the pinned digest. Give COMMANDs to pin those instead.",
+    )
+    _add_config_option(pin)
+    pin.add_argument("commands", metavar="COMMAND", nargs="*", help="pin these commands (names on PATH, or paths) instead of the config's")
+    pin.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml", help="output format (default: yaml, to paste into the config)")
+    pin.set_defaults(handler=_cmd_pin)
+
     parser.subparsers = subparsers  # type: ignore[attr-defined]  # for errors and completion
     return parser
 
@@ -584,6 +597,37 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     print(f"{config.source}: {len(config.providers)} provider(s), valid")
     if lines:
         print("\n".join(lines))
+    return 0
+
+
+def _cmd_pin(args: argparse.Namespace, settings: Settings) -> int:
+    from .pluginpolicy import pin_entries
+
+    if args.commands:
+        commands = [(command, "given") for command in args.commands]
+    else:
+        config = _load_provider_config(args, settings)
+        commands = [(e.exec_config.command, f"provider {e.name}") for e in config.providers if e.exec_config is not None]
+        if not commands:
+            raise ConfigError("has no exec providers (in-process providers are not subject to pluginPolicy)", source=config.source)
+    problem = None
+    try:
+        entries = pin_entries(commands)
+    except LookupError as exc:
+        problem = str(exc.args[0])
+    except OSError as exc:
+        problem = f"{exc.filename}: cannot read: {exc.strerror}"
+    if problem is not None:
+        raise CredentialError(problem)
+    if args.output == "json":
+        allowlist = [{"command": e.command, "sha256": e.sha256} for e in entries]
+        _print({"pluginPolicy": {"policyType": "Allowlist", "allowlist": allowlist}}, "json")
+        return 0
+    lines = ["pluginPolicy:", "  policyType: Allowlist", "  allowlist:"]
+    for e in entries:
+        # JSON strings are YAML strings: any path prints as a valid, unambiguous scalar.
+        lines += [f"  - command: {json.dumps(e.command)}  # {' '.join(e.needed_by.split())}", f"    sha256: {e.sha256}"]
+    print("\n".join(lines))
     return 0
 
 

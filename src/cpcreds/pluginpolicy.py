@@ -26,7 +26,7 @@ from .config import AllowlistEntry, PluginPolicy
 from .errors import PluginNotAllowed
 from .pinning import PinnedRun, PinStore
 
-__all__ = ["PluginGate", "Admission", "resolve_command", "read_interpreter"]
+__all__ = ["PluginGate", "Admission", "PinEntry", "pin_entries", "resolve_command", "read_interpreter"]
 
 #: The kernel reads at most this much of a ``#!`` line (Linux: 256 bytes since 5.1).
 _SHEBANG_MAX = 256
@@ -209,3 +209,42 @@ class PluginGate:
         return PluginNotAllowed(
             f'exec: plugin "{command}" not allowed: {reason}', provider=provider, command=command, reason=reason, decision=decision
         )
+
+
+@dataclass(frozen=True)
+class PinEntry:
+    """One allowlist entry ``cpcreds pin`` proposes: the resolved command, the sha256 of its
+    bytes now, and why it is needed (the provider, or the script whose interpreter it is)."""
+
+    command: str
+    sha256: str
+    needed_by: str
+
+
+def pin_entries(commands: Sequence[tuple[str, str]]) -> list[PinEntry]:
+    """Allowlist entries pinning ``commands`` (``(command, needed_by)`` pairs) as they are on this
+    machine now, followed by the interpreters their ``#!`` lines name (``env``'s program too).
+    Each path once, in order. Raises ``LookupError`` naming a command that cannot be found, and
+    ``OSError`` for one that cannot be read."""
+    from .pinning import sha256_file
+
+    entries: list[PinEntry] = []
+    seen: set[str] = set()
+    queue = list(commands)
+    while queue:
+        command, needed_by = queue.pop(0)
+        resolved = resolve_command(command)
+        if resolved is None or not os.path.isfile(resolved):
+            raise LookupError(f"{command} ({needed_by}): not found" + (" on PATH" if "/" not in command else ""))
+        if resolved in seen:
+            continue
+        seen.add(resolved)
+        entries.append(PinEntry(resolved, sha256_file(resolved), needed_by))
+        with open(resolved, "rb") as stream:
+            interpreter = read_interpreter(stream.read(_SHEBANG_MAX))
+        if interpreter is not None:
+            path, argument = interpreter
+            queue.append((path, f"interpreter of {resolved}"))
+            if os.path.basename(path) == "env" and argument and not argument.startswith("-"):
+                queue.append((argument.split()[0], f"interpreter of {resolved}, through {path}"))
+    return entries

@@ -15,7 +15,7 @@ Answers (default: a token, in the apiVersion KUBERNETES_EXEC_INFO asks for):
   --kind K               answer kind K
   --no-status            answer without status
   --format yaml          answer YAML instead of JSON
-  --raw TEXT             print TEXT instead of an answer
+  --raw TEXT             print TEXT instead of an answer (with --exit-code: then fail)
   --read-stdin           read one line from stdin and use it as the token
 Misbehaviour:
   --exit-code N          exit with N after writing --stderr
@@ -115,11 +115,12 @@ def main() -> int:
     if opts.wait_for:
         while not os.path.exists(opts.wait_for):
             time.sleep(0.002)  # the test opens the gate; we are killed at our timeout otherwise
-    if opts.exit_code is not None:
-        return int(opts.exit_code)
-
     if opts.raw is not None:
         sys.stdout.write(opts.raw)
+        sys.stdout.flush()
+    if opts.exit_code is not None:
+        return int(opts.exit_code)
+    if opts.raw is not None:
         return 0
 
     api_version = opts.api_version or (info or {}).get("apiVersion") or "client.authentication.k8s.io/v1"
