@@ -83,6 +83,9 @@ MAX_REQUEST_BYTES: Final = 1024 * 1024
 MAX_RESPONSE_BYTES: Final = 1024 * 1024
 
 _SHOWABLE = re.compile(r"[A-Za-z0-9_.:/*\-]{1,128}")
+# group/version, as apiVersions are spelled (credentialprovider.kubelet.k8s.io/v2): safe to quote.
+_API_VERSION_SHAPE = re.compile(r"[a-z0-9.\-]{1,63}/v[0-9]{1,3}(?:(?:alpha|beta)[0-9]{1,3})?")
+_KINDS = ("CredentialProviderRequest", "CredentialProviderResponse", "CredentialProviderConfig", "ExecCredential")
 
 
 class ProtocolError(CredentialError, ValueError):
@@ -104,6 +107,20 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return f"a {_json_type(value)}"
+
+
+def _named(value: Any, known: tuple[str, ...]) -> str:
+    """A field value from a peer quoted only when it is one of the ``known`` names (in any case);
+    anything else is described, never quoted: a broken plugin may put a password anywhere."""
+    if isinstance(value, str) and value.lower() in {name.lower() for name in known}:
+        return repr(value)
+    if isinstance(value, str) and _API_VERSION_SHAPE.fullmatch(value):
+        return repr(value)
+    if value is None:
+        return "missing"
+    if isinstance(value, str):
+        return f"an unknown {len(value)}-character string" if value else "empty"
+    return _article(_json_type(value))
 
 
 def _json_type(value: Any) -> str:
@@ -204,7 +221,7 @@ class CredentialProviderResponse:
 
     def __post_init__(self) -> None:
         if self.cache_key_type not in CACHE_KEY_TYPES:
-            raise ValueError(f"cacheKeyType {_shown(self.cache_key_type)} is not one of {', '.join(CACHE_KEY_TYPES)}")
+            raise ValueError(f"cacheKeyType {_named(self.cache_key_type, CACHE_KEY_TYPES)} is not one of {', '.join(CACHE_KEY_TYPES)}")
         duration = self.cache_duration
         if duration is not None:
             if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration):
@@ -377,10 +394,10 @@ def _article(kind: str) -> str:
 def _type_meta(document: dict[str, Any], source: str, kind: str) -> str:
     found_kind = document.get("kind")
     if found_kind != kind:
-        raise ProtocolError(f"{source}: kind is {_shown(found_kind)}, expected {kind}", field="kind")
+        raise ProtocolError(f"{source}: kind is {_named(found_kind, _KINDS)}, expected {kind}", field="kind")
     api_version = document.get("apiVersion")
     if not isinstance(api_version, str):
-        raise ProtocolError(f"{source}: apiVersion is {_shown(api_version)}, expected one of {', '.join(SUPPORTED_API_VERSIONS)}", field="apiVersion")
+        raise ProtocolError(f"{source}: apiVersion is {_named(api_version, SUPPORTED_API_VERSIONS)}, expected one of {', '.join(SUPPORTED_API_VERSIONS)}", field="apiVersion")
     return api_version
 
 
@@ -396,7 +413,7 @@ def parse_request(data: bytes | str, *, max_bytes: int = MAX_REQUEST_BYTES) -> C
     document = _load(data, source, max_bytes)
     api_version = _type_meta(document, source, REQUEST_KIND)
     if api_version not in SUPPORTED_API_VERSIONS:
-        raise ProtocolError(f"{source}: apiVersion {_shown(api_version)} is not one of {', '.join(SUPPORTED_API_VERSIONS)}", field="apiVersion")
+        raise ProtocolError(f"{source}: apiVersion {_named(api_version, SUPPORTED_API_VERSIONS)} is not one of {', '.join(SUPPORTED_API_VERSIONS)}", field="apiVersion")
     image = document.get("image")
     if not isinstance(image, str) or not image:
         got = "empty" if image == "" else _article(_json_type(image))
@@ -460,12 +477,11 @@ def parse_response(
     api_version = _type_meta(document, source, RESPONSE_KIND)
     if api_version != expected_api_version:
         raise ProtocolError(
-            f"{source}: apiVersion {_shown(api_version)} does not match the request's {expected_api_version}", field="apiVersion"
+            f"{source}: apiVersion {_named(api_version, SUPPORTED_API_VERSIONS)} does not match the request's {expected_api_version}", field="apiVersion"
         )
     cache_key_type = document.get("cacheKeyType")
     if cache_key_type not in CACHE_KEY_TYPES:
-        shown = "missing" if cache_key_type is None else _shown(cache_key_type)
-        raise ProtocolError(f"{source}: cacheKeyType is {shown}, expected one of {', '.join(CACHE_KEY_TYPES)}", field="cacheKeyType")
+        raise ProtocolError(f"{source}: cacheKeyType is {_named(cache_key_type, CACHE_KEY_TYPES)}, expected one of {', '.join(CACHE_KEY_TYPES)}", field="cacheKeyType")
     raw_duration = document.get("cacheDuration")
     duration: float | None = None
     if raw_duration is not None:
