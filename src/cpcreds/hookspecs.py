@@ -29,7 +29,7 @@ A config entry then uses it with ``type: vault`` and ``options: {...}``. The exe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pluggy
 
@@ -42,6 +42,7 @@ __all__ = [
     "hookspec",
     "hookimpl",
     "Provider",
+    "ImageCredentialProvider",
     "ProviderFactory",
     "Register",
     "AccessPlan",
@@ -93,3 +94,39 @@ def cpcreds_register_providers(register: Register) -> None:
     Called once when the registry loads. A name may be registered by one plugin only; a later
     duplicate is reported as a load error and ignored.
     """
+
+
+# -- image credentials (KEP-2133) ------------------------------------------------------------------
+
+if TYPE_CHECKING:  # at run time only when used: the protocol module is not needed to load plugins
+    from .images.protocol import CredentialProviderRequest, CredentialProviderResponse
+
+
+@runtime_checkable
+class ImageCredentialProvider(Protocol):
+    """A provider that also answers for container registries, as a kubelet image credential
+    provider plugin does (KEP-2133). The method is optional: a provider without it serves
+    clusters only.
+
+    ``get_image_credential(request, *, timeout)`` receives a
+    :class:`~cpcreds.images.protocol.CredentialProviderRequest` (``image`` as the kubelet has it,
+    e.g. ``us-docker.pkg.dev/team/app:1.2``; in v1 perhaps ``service_account_token`` and
+    ``service_account_annotations`` of the pod's service account) and must answer within
+    ``timeout`` seconds with a :class:`~cpcreds.images.protocol.CredentialProviderResponse`:
+
+    - ``auth``: registry match keys (``gcr.io``, ``*.pkg.dev``, ``registry.io:8080/path``, with
+      the globs of ``matchImages``) mapped to ``AuthConfig(username, password)``. Every key must
+      be one the credential is good for; empty means "no credentials for this image", which is
+      not an error (the image may be public).
+    - ``cache_key_type``: ``"Image"``, ``"Registry"`` or ``"Global"``: how widely the answer
+      may be reused (the image without tag or digest, its host and port, or every image).
+    - ``cache_duration``: seconds the answer may be reused, ``None`` for the consumer's
+      ``defaultCacheDuration``, 0 for not at all. A credential that expires must say so here.
+
+    It may be called from several threads at once, and in a short-lived process once
+    (:func:`cpcreds.kubelet_plugin.kubelet_plugin_main` runs it as a kubelet plugin). Raise
+    :class:`ProviderError` to fail; never put a password or token in the message. The answer's
+    ``apiVersion`` is not the provider's business: it is always the request's.
+    """
+
+    def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse: ...
