@@ -121,7 +121,7 @@ def test_misspelt_option_points_to_the_commands_help_and_suggests_the_option(cli
 def test_option_before_the_command_says_where_it_goes(cli: Any) -> None:
     match = cli("--config", "providers.yaml", "get-credential", "--profile", "p.yaml").line(2, USAGE_LINE)
     assert match["help"] == "cpcreds"
-    assert "--config is an option of get-credential, resolve, kubeconfig, validate, serve; put it after the command" in match.string
+    assert "--config is an option of get-credential, resolve, kubeconfig, validate, serve, pin; put it after the command" in match.string
 
 
 def test_misspelt_top_level_option_suggests_the_option(cli: Any) -> None:
