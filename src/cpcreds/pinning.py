@@ -19,6 +19,7 @@ bounded (:data:`MAX_PINNED`); replacing an executable drops its old copy.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -28,7 +29,7 @@ import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
-__all__ = ["PinStore", "PinnedCopy", "PinnedRun", "MAX_EXECUTABLE_BYTES", "MAX_PINNED", "sha256_file"]
+__all__ = ["PinStore", "PinnedCopy", "PinnedRun", "default_store", "MAX_EXECUTABLE_BYTES", "MAX_PINNED", "sha256_file"]
 
 #: Largest executable cpcreds pins (a Go plugin is 10-100 MB; a 2 GiB "plugin" is a mistake).
 MAX_EXECUTABLE_BYTES = 1 << 30
@@ -61,10 +62,12 @@ class PinnedCopy:
     """A sealed copy of an executable, and the sha256 of its bytes. Owned by a :class:`PinStore`;
     callers get their own descriptor for it from :meth:`PinStore.open_copy`."""
 
-    __slots__ = ("sha256", "size", "_fd", "_path", "_folder")
+    __slots__ = ("sha256", "size", "head", "_fd", "_path", "_folder")
 
-    def __init__(self, sha256: str, size: int, fd: int | None, path: str | None, folder: str | None) -> None:
+    def __init__(self, sha256: str, size: int, head: bytes, fd: int | None, path: str | None, folder: str | None) -> None:
         self.sha256, self.size, self._fd, self._path, self._folder = sha256, size, fd, path, folder
+        #: The first bytes of the copy (a ``#!`` line is read from here, never from the path).
+        self.head = head
 
     def close(self) -> None:
         if self._fd is not None:
@@ -83,10 +86,10 @@ class PinnedRun:
     (None for a file copy), and the digest of the bytes at that path. :meth:`release` it once
     the process has started."""
 
-    __slots__ = ("executable", "fd", "sha256", "_unkept")
+    __slots__ = ("executable", "fd", "sha256", "head", "_unkept")
 
-    def __init__(self, executable: str, fd: int | None, sha256: str, unkept: PinnedCopy | None = None) -> None:
-        self.executable, self.fd, self.sha256, self._unkept = executable, fd, sha256, unkept
+    def __init__(self, executable: str, fd: int | None, sha256: str, head: bytes = b"", unkept: PinnedCopy | None = None) -> None:
+        self.executable, self.fd, self.sha256, self.head, self._unkept = executable, fd, sha256, head, unkept
 
     def release(self) -> None:
         """Close this run's descriptor (the started process has its own) and drop a copy the
@@ -125,6 +128,20 @@ class PinStore:
 
         Raises ``OSError`` when ``path`` cannot be read, ``ValueError`` when it is not a regular
         file or is larger than :data:`MAX_EXECUTABLE_BYTES`."""
+        # The kept copy is looked up by the file's identity from stat(): what runs is the sealed
+        # copy, which hashes to its digest whatever happens to the path meanwhile; stat only
+        # tells whether that copy is still the file as it is now.
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if now is not None:
+            known = (path, _key(now))
+            with self._lock:
+                copy = self._copies.get(known)
+                if copy is not None:
+                    self._copies.move_to_end(known)
+                    return self._run_of(copy)
         source = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             st = os.fstat(source)
@@ -133,11 +150,6 @@ class PinStore:
             if st.st_size > MAX_EXECUTABLE_BYTES:
                 raise ValueError(f"is larger than {MAX_EXECUTABLE_BYTES} bytes")
             key = (path, _key(st))
-            with self._lock:
-                copy = self._copies.get(key)
-                if copy is not None:
-                    self._copies.move_to_end(key)
-                    return self._run_of(copy)
             copy = self._copy(source, path)
             unchanged = _key(os.fstat(source)) == key[1]
         finally:
@@ -169,9 +181,9 @@ class PinStore:
     def _run_of(self, copy: PinnedCopy) -> PinnedRun:
         if copy._fd is not None:
             fd = os.dup(copy._fd)
-            return PinnedRun(f"/proc/self/fd/{fd}", fd, copy.sha256)
+            return PinnedRun(f"/proc/self/fd/{fd}", fd, copy.sha256, copy.head)
         assert copy._path is not None
-        return PinnedRun(copy._path, None, copy.sha256)
+        return PinnedRun(copy._path, None, copy.sha256, copy.head)
 
     def _copy(self, source: int, path: str) -> PinnedCopy:
         self.hashed += 1
@@ -189,15 +201,22 @@ class PinStore:
             copy.close()
 
 
-def _copy_and_hash(source: int, target: int) -> tuple[str, int]:
+#: How much of the start of a copy is kept for its ``#!`` line.
+HEAD_BYTES = 256
+
+
+def _copy_and_hash(source: int, target: int) -> tuple[str, int, bytes]:
     digest = hashlib.sha256()
     buffer = bytearray(_CHUNK)
     view = memoryview(buffer)
     total = 0
+    head = b""
     while True:
         n = os.readv(source, [buffer])
         if not n:
             break
+        if total < HEAD_BYTES:
+            head += bytes(view[: min(n, HEAD_BYTES - total)])
         total += n
         if total > MAX_EXECUTABLE_BYTES:
             raise ValueError(f"is larger than {MAX_EXECUTABLE_BYTES} bytes")
@@ -206,20 +225,37 @@ def _copy_and_hash(source: int, target: int) -> tuple[str, int]:
         while chunk:
             written = os.write(target, chunk)
             chunk = chunk[written:]
-    return digest.hexdigest(), total
+    return digest.hexdigest(), total, head
+
+
+#: MFD_EXEC (Linux 6.3): the memfd is meant to be executed. Said explicitly, the kernel neither
+#: warns about it nor refuses it under vm.memfd_noexec=1; older kernels reject the flag (EINVAL).
+_MFD_EXEC = getattr(os, "MFD_EXEC", 0x0010)
+_memfd_flags = [os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING | _MFD_EXEC] if _HAVE_MEMFD else []
+
+
+def _memfd_create(name: str) -> int:
+    flags = _memfd_flags[0]
+    try:
+        return os.memfd_create(name, flags)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL or not flags & _MFD_EXEC:
+            raise
+    _memfd_flags[0] = flags & ~_MFD_EXEC  # a kernel before 6.3
+    return os.memfd_create(name, _memfd_flags[0])
 
 
 def _memfd_copy(source: int, path: str) -> PinnedCopy:
-    fd = os.memfd_create("cpcreds-pinned:" + os.path.basename(path)[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    fd = _memfd_create("cpcreds-pinned:" + os.path.basename(path)[:200])
     try:
-        digest, size = _copy_and_hash(source, fd)
+        digest, size, head = _copy_and_hash(source, fd)
         # Sealed after the last byte and before anyone can run it: the bytes hashed are the
         # bytes that will ever be in it.
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
     except BaseException:
         os.close(fd)
         raise
-    return PinnedCopy(digest, size, fd, None, None)
+    return PinnedCopy(digest, size, head, fd, None, None)
 
 
 def _file_copy(source: int, path: str) -> PinnedCopy:
@@ -228,14 +264,28 @@ def _file_copy(source: int, path: str) -> PinnedCopy:
     try:
         target = os.open(target_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o700)
         try:
-            digest, size = _copy_and_hash(source, target)
+            digest, size, head = _copy_and_hash(source, target)
             os.fchmod(target, 0o500)
         finally:
             os.close(target)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return PinnedCopy(digest, size, None, target_path, folder)
+    return PinnedCopy(digest, size, head, None, target_path, folder)
+
+
+_default_store: PinStore | None = None
+_default_lock = threading.Lock()
+
+
+def default_store() -> PinStore:
+    """The process-wide store: engines and providers share one copy per pinned executable, and a
+    new engine (a reload of ``cpcreds serve``) does not hash an unchanged executable again."""
+    global _default_store
+    with _default_lock:
+        if _default_store is None:
+            _default_store = PinStore()
+        return _default_store
 
 
 def sha256_file(path: str) -> str:

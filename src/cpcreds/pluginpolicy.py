@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from .config import AllowlistEntry, PluginPolicy
 from .errors import PluginNotAllowed
-from .pinning import PinnedRun, PinStore
+from .pinning import PinnedRun, PinStore, default_store
 
 __all__ = ["PluginGate", "Admission", "PinEntry", "pin_entries", "resolve_command", "read_interpreter"]
 
@@ -83,9 +83,14 @@ class PluginGate:
 
     def __init__(self, policy: PluginPolicy | None = None, *, pins: PinStore | None = None) -> None:
         self.policy = policy or PluginPolicy()
-        self.pins = pins if pins is not None else PinStore()
+        self.pins = pins if pins is not None else default_store()
         #: True when every plugin may run as is: the runner skips the gate entirely.
         self.allows_all = self.policy.policy_type == "AllowAll"
+        # Entries naming a path resolve the same way every time; bare names follow PATH, which
+        # may change, so they are looked up at each decision.
+        entries = self.policy.allowlist or ()
+        self._by_path = [(os.path.normpath(os.path.abspath(e.command)), e) for e in entries if "/" in e.command]
+        self._by_name = [e for e in entries if "/" not in e.command]
 
     def admit(self, provider: str, command: str, executable: str, argv: Sequence[str]) -> Admission:
         """Decide one run of ``command`` (found at ``executable``) with ``argv``."""
@@ -103,8 +108,7 @@ class PluginGate:
             run = self._pinned(provider, command, resolved, entries)
             if run is not None:
                 pinned.append(run)
-            head = self._head(run.executable if run is not None and run.fd is None else resolved, run)
-            interpreter = read_interpreter(head)
+            interpreter = read_interpreter(run.head if run is not None else self._head(resolved))
             if interpreter is None:
                 if run is None:
                     return Admission(executable, list(argv))
@@ -118,7 +122,9 @@ class PluginGate:
     # -- pieces ----------------------------------------------------------------------------
 
     def _entries_for(self, resolved: str) -> list[AllowlistEntry]:
-        return [entry for entry in self.policy.allowlist or () if resolve_command(entry.command) == resolved]
+        found = [entry for path, entry in self._by_path if path == resolved]
+        found += [entry for entry in self._by_name if resolve_command(entry.command) == resolved]
+        return found
 
     def _pinned(self, provider: str, command: str, resolved: str, entries: list[AllowlistEntry]) -> PinnedRun | None:
         """The sealed copy to run when every matching entry pins a digest; None when one of them
@@ -142,11 +148,9 @@ class PluginGate:
         return run
 
     @staticmethod
-    def _head(path: str, run: PinnedRun | None) -> bytes:
-        # A pinned plugin's #! line is read from the sealed copy: the line that will be obeyed.
+    def _head(path: str) -> bytes:
+        # (A pinned plugin's #! line is read from its sealed copy: the line that will be obeyed.)
         try:
-            if run is not None and run.fd is not None:
-                return os.pread(run.fd, _SHEBANG_MAX, 0)
             with open(path, "rb") as stream:
                 return stream.read(_SHEBANG_MAX)
         except OSError:
