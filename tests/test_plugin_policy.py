@@ -234,7 +234,7 @@ def test_env_shebang_needs_env_and_its_program(tmp_path: Path) -> None:
     plugin = script_plugin(tmp_path, "via-env", shebang=f"#!{env} sh")
     sh = shutil.which("sh")
     only_env = config(tmp_path, pinned(tmp_path, (plugin, None), (env, None)), entry("p", str(plugin)))
-    assert f"its interpreter {sh} (from #!) is not in pluginPolicy.allowlist" in str(refusal_of(only_env, "p"))
+    assert f"its interpreter sh (from #! via {env}) is not in pluginPolicy.allowlist" in str(refusal_of(only_env, "p"))
     both = config(tmp_path, pinned(tmp_path, (plugin, None), (env, None), (sh, None)), entry("p", str(plugin)))  # type: ignore[arg-type]
     assert token_of(both, "p") == "via-env"
 
@@ -417,3 +417,28 @@ def test_pin_of_named_commands_and_errors(tmp_path: Path) -> None:
     assert json.loads(printed.stdout) == {"pluginPolicy": {"policyType": "Allowlist", "allowlist": [{"command": str(plugin), "sha256": digest(plugin)}]}}
     missing = run_cli("pin", "no-such-plugin-anywhere", cwd=tmp_path)
     assert missing.returncode == 1 and missing.stderr == "cpcreds: error: no-such-plugin-anywhere (given): not found on PATH\n"
+
+
+def test_a_chain_of_interpreters_is_followed_and_pinned_links_run_sealed(tmp_path: Path) -> None:
+    # plugin -> shim (a script, like a pyenv shim) -> /bin/sh; the shim sees its own path.
+    shim = tmp_path / "shim"
+    shim.write_text('#!/bin/sh\ncase "$0" in */shim) exec /bin/sh "$@";; *) exit 9;; esac\n')
+    shim.chmod(0o755)
+    plugin = script_plugin(tmp_path, "chained", shebang=f"#!{shim}")
+    chain = pinned(tmp_path, (plugin, digest(plugin)), (shim, None), (SH, digest(SH)))
+    assert token_of(config(tmp_path, chain, entry("p", str(plugin))), "p") == "chained"
+    without_sh = pinned(tmp_path, (plugin, digest(plugin)), (shim, None))
+    error = refusal_of(config(tmp_path, without_sh, entry("p", str(plugin))), "p")
+    assert f"its interpreter {SH} (from #!) is not in pluginPolicy.allowlist" in str(error)
+
+
+def test_a_chain_deeper_than_the_kernel_follows_is_refused(tmp_path: Path) -> None:
+    links = [Path(SH)]
+    for depth in range(6):
+        link = tmp_path / f"link{depth}"
+        link.write_text(f"#!{links[-1]}\n")
+        link.chmod(0o755)
+        links.append(link)
+    policy = pinned(tmp_path, *((link, digest(link)) for link in links))
+    error = refusal_of(config(tmp_path, policy, entry("p", str(links[-1]))), "p")
+    assert "deeper than 4 interpreters" in str(error)

@@ -620,13 +620,15 @@ def _cmd_pin(args: argparse.Namespace, settings: Settings) -> int:
     if problem is not None:
         raise CredentialError(problem)
     if args.output == "json":
-        allowlist = [{"command": e.command, "sha256": e.sha256} for e in entries]
+        allowlist = [{"command": e.command, **({"sha256": e.sha256} if e.sha256 else {})} for e in entries]
         _print({"pluginPolicy": {"policyType": "Allowlist", "allowlist": allowlist}}, "json")
         return 0
     lines = ["pluginPolicy:", "  policyType: Allowlist", "  allowlist:"]
     for e in entries:
         # JSON strings are YAML strings: any path prints as a valid, unambiguous scalar.
-        lines += [f"  - command: {json.dumps(e.command)}  # {' '.join(e.needed_by.split())}", f"    sha256: {e.sha256}"]
+        lines.append(f"  - command: {json.dumps(e.command)}  # {' '.join(e.needed_by.split())}")
+        if e.sha256:
+            lines.append(f"    sha256: {e.sha256}")
     print("\n".join(lines))
     return 0
 

@@ -30,6 +30,8 @@ __all__ = ["PluginGate", "Admission", "PinEntry", "pin_entries", "resolve_comman
 
 #: The kernel reads at most this much of a ``#!`` line (Linux: 256 bytes since 5.1).
 _SHEBANG_MAX = 256
+#: How many interpreters deep a #! chain may go (Linux follows at most 4 more).
+_MAX_INTERPRETERS = 4
 
 
 def resolve_command(command: str) -> str | None:
@@ -100,20 +102,12 @@ class PluginGate:
         if policy.policy_type == "DenyAll":
             raise self._refuse(provider, command, 'policy set to "DenyAll"', "denied")
         resolved = os.path.normpath(os.path.abspath(executable))
-        entries = self._entries_for(resolved)
-        if not entries:
-            raise self._refuse(provider, command, f"{resolved} is not in pluginPolicy.allowlist", "not_allowlisted")
         pinned: list[PinnedRun] = []
         try:
-            run = self._pinned(provider, command, resolved, entries)
-            if run is not None:
-                pinned.append(run)
-            interpreter = read_interpreter(run.head if run is not None else self._head(resolved))
-            if interpreter is None:
-                if run is None:
-                    return Admission(executable, list(argv))
-                return Admission(run.executable, list(argv), (run.fd,) if run.fd is not None else (), tuple(pinned), run.sha256)
-            return self._script(provider, command, resolved, run, interpreter, argv, pinned)
+            admission = self._walk(provider, command, resolved, list(argv), pinned)
+            if not admission.pinned:  # nothing pinned: the kernel follows the #! chain itself
+                return Admission(executable, list(argv))
+            return admission
         except BaseException:
             for done in pinned:
                 done.release()
@@ -121,12 +115,88 @@ class PluginGate:
 
     # -- pieces ----------------------------------------------------------------------------
 
+    def _walk(self, provider: str, command: str, resolved: str, argv: list[str], pinned: list[PinnedRun]) -> Admission:
+        """Check the plugin and every interpreter its ``#!`` chain leads to (as the kernel follows
+        it, up to :data:`_MAX_INTERPRETERS` deep; ``env PROGRAM`` leads to PROGRAM on PATH).
+
+        When nothing in the chain is pinned, the plugin is started by path and the kernel does
+        the rest. When something is, cpcreds does what the kernel would, with every pinned file
+        already open and sealed: the last interpreter runs from its copy (or by path) and each
+        script is handed to the next as ``/dev/fd/N`` of its copy."""
+        path, what = resolved, None  # what: how refusals name this link ("its interpreter X")
+        entries = self._entries_for(path)
+        if not entries:
+            raise self._refuse(provider, command, f"{path} is not in pluginPolicy.allowlist", "not_allowlisted")
+        run = self._pinned(provider, command, path, entries)
+        first = run
+        any_pinned = run is not None
+        if run is not None:
+            pinned.append(run)
+        for _ in range(_MAX_INTERPRETERS + 1):
+            interpreter = read_interpreter(run.head if run is not None else self._head(path))
+            if interpreter is None:
+                break
+            if _ == _MAX_INTERPRETERS:
+                raise self._refuse(provider, command, f"its #! chain is deeper than {_MAX_INTERPRETERS} interpreters", "interpreter")
+            script = self._reference(path, run)
+            interpreter_path, argument = interpreter
+            next_path = resolve_command(interpreter_path) if "/" in interpreter_path else None
+            what = f"its interpreter {interpreter_path} (from #!)"
+            if next_path is None:
+                raise self._refuse(provider, command, f"{what} cannot be run: a #! interpreter must be a path", "interpreter")
+            argv = [interpreter_path, *([argument] if argument else []), script, *argv[1:]]
+            if os.path.basename(next_path) == "env" and argument and not argument.startswith("-") and " " not in argument:
+                # `#!/usr/bin/env python3`: env runs python3 from PATH. Both must be allowed; if
+                # python3 is pinned, cpcreds starts it itself, as env would have, from its copy.
+                env_entries = self._entries_for(next_path)
+                if not env_entries:
+                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
+                env_run = self._pinned(provider, command, next_path, env_entries)
+                if env_run is not None:
+                    env_run.release()  # env itself is checked but never run when its program is pinned
+                target = resolve_command(argument)
+                what = f"its interpreter {argument} (from #! via {interpreter_path})"
+                if target is None:
+                    raise self._refuse(provider, command, f"{what} is not on PATH", "interpreter")
+                target_entries = self._entries_for(target)
+                if not target_entries:
+                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
+                if env_run is not None or all(e.sha256 for e in target_entries):
+                    argv = [argument, script, *argv[3:]]  # env's own work, done here
+                    next_path, entries = target, target_entries
+                else:
+                    entries = env_entries  # unpinned: env runs and finds the program itself
+            else:
+                entries = self._entries_for(next_path)
+                if not entries:
+                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
+            path = next_path
+            run = self._pinned(provider, command, path, entries, what)
+            if run is not None:
+                pinned.append(run)
+                any_pinned = True
+        if not any_pinned:
+            return Admission(resolved, argv)
+        executable = run.executable if run is not None else path
+        fds = tuple(r.fd for r in pinned if r.fd is not None)
+        return Admission(executable, argv, fds, tuple(pinned), first.sha256 if first is not None else None)
+
+    @staticmethod
+    def _reference(path: str, run: PinnedRun | None) -> str:
+        # How the next interpreter is told where the script is: the sealed copy's descriptor
+        # (inherited by the process), the private file copy, or the path itself when unpinned.
+        if run is None:
+            return path
+        return f"/dev/fd/{run.fd}" if run.fd is not None else run.executable
+
     def _entries_for(self, resolved: str) -> list[AllowlistEntry]:
         found = [entry for path, entry in self._by_path if path == resolved]
         found += [entry for entry in self._by_name if resolve_command(entry.command) == resolved]
         return found
 
-    def _pinned(self, provider: str, command: str, resolved: str, entries: list[AllowlistEntry]) -> PinnedRun | None:
+    def _pinned(
+        self, provider: str, command: str, resolved: str, entries: list[AllowlistEntry], what: str | None = None
+    ) -> PinnedRun | None:
         """The sealed copy to run when every matching entry pins a digest; None when one of them
         allows the command unpinned."""
         digests = {entry.sha256 for entry in entries}
@@ -142,8 +212,9 @@ class PluginGate:
         if run.sha256 not in digests:
             run.release()
             wanted = ", ".join(sorted(d for d in digests if d))
+            subject = f"{what}: {resolved}" if what else resolved
             raise self._refuse(
-                provider, command, f"{resolved} has sha256 {run.sha256}, but pluginPolicy pins {wanted}", "digest_mismatch"
+                provider, command, f"{subject} has sha256 {run.sha256}, but pluginPolicy pins {wanted}", "digest_mismatch"
             )
         return run
 
@@ -156,59 +227,6 @@ class PluginGate:
         except OSError:
             return b""  # unreadable but maybe executable: exec decides, as it would without a policy
 
-    def _script(
-        self,
-        provider: str,
-        command: str,
-        resolved: str,
-        run: PinnedRun | None,
-        interpreter: tuple[str, str | None],
-        argv: Sequence[str],
-        pinned: list[PinnedRun],
-    ) -> Admission:
-        path, argument = interpreter
-        chain = [path]
-        if os.path.basename(path) == "env" and argument and not argument.startswith("-"):
-            # `#!/usr/bin/env python3`: env runs python3 from PATH; both must be allowed.
-            target = resolve_command(argument.split()[0])
-            if target is None:
-                raise self._refuse(provider, command, f"its interpreter {argument.split()[0]} (from #! via env) is not on PATH", "interpreter")
-            chain.append(target)
-        pin_needed = False
-        for link in chain:
-            link_resolved = resolve_command(link) if "/" in link else link
-            entries = self._entries_for(link_resolved or link)
-            if not entries:
-                raise self._refuse(
-                    provider, command, f"its interpreter {link} (from #!) is not in pluginPolicy.allowlist", "interpreter"
-                )
-            if all(entry.sha256 for entry in entries):
-                pin_needed = True
-        if not pin_needed:
-            if run is None:
-                return Admission(resolved, list(argv))
-            return Admission(run.executable, list(argv), (run.fd,) if run.fd is not None else (), tuple(pinned), run.sha256)
-        if len(chain) > 1:
-            raise self._refuse(
-                provider,
-                command,
-                f"its interpreter is reached through {path}, which cannot run a pinned interpreter; name the interpreter in #! directly",
-                "interpreter",
-            )
-        interpreter_resolved = resolve_command(path) or path
-        interpreter_run = self._pinned(provider, command, interpreter_resolved, self._entries_for(interpreter_resolved))
-        assert interpreter_run is not None  # every entry pins a digest
-        pinned.append(interpreter_run)
-        # We do what the kernel does for #!, but with both files already open and sealed: the
-        # interpreter copy runs, and the script is handed to it by descriptor, not by path.
-        if run is not None:
-            script = f"/dev/fd/{run.fd}" if run.fd is not None else run.executable
-        else:
-            script = resolved
-        new_argv = [path, *([argument] if argument else []), script, *argv[1:]]
-        fds = tuple(r.fd for r in pinned if r.fd is not None)
-        return Admission(interpreter_run.executable, new_argv, fds, tuple(pinned), run.sha256 if run is not None else None)
-
     def _refuse(self, provider: str, command: str, reason: str, decision: str) -> PluginNotAllowed:
         return PluginNotAllowed(
             f'exec: plugin "{command}" not allowed: {reason}', provider=provider, command=command, reason=reason, decision=decision
@@ -218,10 +236,11 @@ class PluginGate:
 @dataclass(frozen=True)
 class PinEntry:
     """One allowlist entry ``cpcreds pin`` proposes: the resolved command, the sha256 of its
-    bytes now, and why it is needed (the provider, or the script whose interpreter it is)."""
+    bytes now (None for an interpreter that is itself a script, see :func:`pin_entries`), and
+    why it is needed (the provider, or the script whose interpreter it is)."""
 
     command: str
-    sha256: str
+    sha256: str | None
     needed_by: str
 
 
@@ -243,9 +262,13 @@ def pin_entries(commands: Sequence[tuple[str, str]]) -> list[PinEntry]:
         if resolved in seen:
             continue
         seen.add(resolved)
-        entries.append(PinEntry(resolved, sha256_file(resolved), needed_by))
         with open(resolved, "rb") as stream:
             interpreter = read_interpreter(stream.read(_SHEBANG_MAX))
+        # An interpreter that is itself a script (a pyenv or asdf shim) is allowed by path, not
+        # pinned: run from a sealed copy it would see itself as /dev/fd/N, and shims find the
+        # program to run from their own name.
+        shim = interpreter is not None and needed_by.startswith("interpreter of ")
+        entries.append(PinEntry(resolved, None if shim else sha256_file(resolved), needed_by + (" (a script: not pinned)" if shim else "")))
         if interpreter is not None:
             path, argument = interpreter
             queue.append((path, f"interpreter of {resolved}"))
