@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from cpcreds import ConfigError, CredentialEngine, ExecProvider, PluginNotAllowed, ProviderConfig, resolve
@@ -442,3 +444,45 @@ def test_a_chain_deeper_than_the_kernel_follows_is_refused(tmp_path: Path) -> No
     policy = pinned(tmp_path, *((link, digest(link)) for link in links))
     error = refusal_of(config(tmp_path, policy, entry("p", str(links[-1]))), "p")
     assert "deeper than 4 interpreters" in str(error)
+
+
+# -- hostile input -----------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+_policy_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "policyType": st.sampled_from(["AllowAll", "DenyAll", "Allowlist", "", "allowlist"]) | _json,
+        "allowlist": st.lists(
+            st.fixed_dictionaries({}, optional={"command": st.text(max_size=30) | _json, "sha256": st.text("0123456789abcdefX", max_size=70) | _json}),
+            max_size=3,
+        )
+        | _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=_policy_like | _json)
+def test_any_policy_document_loads_or_names_a_pluginpolicy_field(policy: Any) -> None:
+    try:
+        cfg = ProviderConfig.from_dict({"pluginPolicy": policy, "providers": [entry("p", "x")]}, source="c.yaml")
+    except ConfigError as error:
+        assert error.field is not None and error.field.startswith("pluginPolicy")
+        assert "\n" not in str(error)
+    else:
+        assert cfg.plugin_policy.policy_type in ("AllowAll", "DenyAll", "Allowlist")
+        if cfg.plugin_policy.policy_type == "Allowlist":
+            assert cfg.plugin_policy.allowlist
+
+
+@settings(max_examples=300, deadline=None)
+@given(head=st.binary(max_size=300))
+def test_read_interpreter_takes_any_bytes(head: bytes) -> None:
+    found = read_interpreter(head)
+    if found is not None:
+        assert head.startswith(b"#!") and found[0] and "\n" not in found[0]
