@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
@@ -46,7 +46,11 @@ from .profiles import profile_ref
 __all__ = [
     "ExecSpec",
     "AccessPlan",
+    "Candidate",
     "resolve",
+    "resolve_chain",
+    "additional_args_form",
+    "parse_additional_args",
     "parse_profile",
     "cluster_to_wire",
     "cluster_json",
@@ -351,11 +355,11 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
     raise ProfileError(f"field {where}: {message}" if where else message, profile=profile_ref(dict(profile)))
 
 
-def _offered_providers(profile: ClusterProfile) -> dict[str, AccessProvider]:
+def _offered_providers(profile: ClusterProfile, *, warn: bool = True) -> dict[str, AccessProvider]:
     offered: dict[str, AccessProvider] = {}
     for provider in profile.status.credential_providers:
         offered[provider.name] = provider
-    if profile.status.credential_providers:
+    if profile.status.credential_providers and warn:
         _log.warning(
             "clusterprofile uses deprecated status.credentialProviders; migrate to status.accessProviders",
             profile=profile.ref,
@@ -431,6 +435,49 @@ def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping
         if access is not None:
             return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref)
     raise NoMatchingProvider(model.ref, list(offered), config.names)
+
+
+class Candidate(NamedTuple):
+    """One provider that failover may try for a profile: its plan, or why none can be built."""
+
+    provider: str
+    plan: AccessPlan | None
+    error: ProfileError | None = None
+
+
+def resolve_chain(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any]) -> tuple[Candidate, ...]:
+    """The providers failover tries for ``profile``, in the order it tries them.
+
+    The first is :func:`resolve`'s plan (and its errors are raised as :func:`resolve` raises
+    them). While the last provider of the chain fails over (``config.fails_over``), the next
+    provider that the config lists *and* the profile offers follows it; so the chain ends at the
+    first provider that does not fail over, or at the last one offered. A later provider whose
+    plan cannot be built (a missing cluster, a malformed extension) is in the chain with its
+    :class:`~cpcreds.errors.ProfileError` and no plan: failover counts it as a failure and moves
+    past it, so one broken entry of a profile does not take the others down with it.
+
+    Pure, as :func:`resolve` is; without failover configured it returns one candidate.
+    """
+    first = resolve(config, profile)
+    chain = [Candidate(first.provider, first)]
+    if not config.fails_over(first.provider):
+        return tuple(chain)
+    model = parse_profile(profile)
+    offered = _offered_providers(model, warn=False)  # resolve has warned already
+    names = config.names
+    for entry in config.providers[names.index(first.provider) + 1 :]:
+        access = offered.get(entry.name)
+        if access is None:
+            continue
+        problem: ProfileError | None = None
+        try:
+            plan = _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref)
+        except ProfileError as exc:
+            problem = exc.with_traceback(None)
+        chain.append(Candidate(entry.name, None, problem) if problem is not None else Candidate(entry.name, plan))
+        if not config.fails_over(entry.name):
+            break
+    return tuple(chain)
 
 
 # -- profiles as plain dicts ---------------------------------------------------------------------
@@ -629,7 +676,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> 
     args, env, changed = spec.args, spec.env, False
     if entry.profile_sourced_cli_args_policy == "Append" and ADDITIONAL_ARGS_EXTENSION in extensions:
         where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ARGS_EXTENSION}]"
-        args, changed = args + _additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], where, ref), True
+        args, changed = args + parse_additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], where, ref), True
     policy = entry.profile_sourced_env_vars_policy
     if policy != "Ignore" and ADDITIONAL_ENVS_EXTENSION in extensions:
         where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ENVS_EXTENSION}]"
@@ -671,9 +718,41 @@ def _check_text(text: str, what: str, ref: str) -> None:
         raise ProfileError(f"{what} {problem}", profile=ref)
 
 
-def _additional_args(raw: Any, where: str, ref: str) -> tuple[str, ...]:
+#: The key of additional-args' object form: ``{args: [...]}``.
+ADDITIONAL_ARGS_KEY = "args"
+
+
+def additional_args_form(raw: Any) -> Literal["list", "object"] | None:
+    """Which form an additional-args extension value is written in: ``"list"`` (KEP-5339's
+    string array, which the published ClusterProfile CRD cannot store: its ``extension`` is
+    ``type: object``), ``"object"`` (``{args: [...]}``, the storable form), or None (absent or
+    null, or neither form: :func:`parse_additional_args` says what is wrong with it)."""
+    if isinstance(raw, (list, tuple)):
+        return "list"
+    if isinstance(raw, Mapping):
+        return "object"
+    return None
+
+
+def parse_additional_args(raw: Any, where: str, ref: str) -> tuple[str, ...]:
+    """The arguments of an additional-args extension value, in either form (see
+    :func:`additional_args_form`); None and ``{}`` hold none. Anything else raises
+    :class:`~cpcreds.errors.ProfileError` naming ``ref`` (the profile) and ``where`` (the
+    extension), and what is wrong in it, never the value."""
     if raw is None:
         return ()
+    if isinstance(raw, Mapping):
+        for key in raw:
+            if key != ADDITIONAL_ARGS_KEY:
+                raise ProfileError(
+                    f"{where}: key {_show_name(key)} is not allowed (the object form holds only {ADDITIONAL_ARGS_KEY}: a list of strings)",
+                    profile=ref,
+                )
+        raw, where = raw.get(ADDITIONAL_ARGS_KEY), f"{where}.{ADDITIONAL_ARGS_KEY}"
+        if raw is None:
+            return ()
+    elif not isinstance(raw, (list, tuple)):
+        raise ProfileError(f"{where} must be a list of strings, or an object {{{ADDITIONAL_ARGS_KEY}: [...]}}", profile=ref)
     if not isinstance(raw, (list, tuple)):
         raise ProfileError(f"{where} must be a list of strings", profile=ref)
     if len(raw) > MAX_PROFILE_ITEMS:

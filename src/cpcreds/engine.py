@@ -19,6 +19,10 @@ What it guarantees, per AccessPlan (equal plans share everything below):
   (Ctrl-C, a closed event loop) is nobody's failure: no backoff, nothing cached.
 - **Deadlines and workers**: every fetch ends by ``timeout`` after the request that started it;
   where it runs and how many run at once is :class:`~cpcreds.workers.Workers`' business.
+- **Failover** (``failover: true``): when a profile's provider fails, the next provider the config
+  lists and the profile offers answers instead (:meth:`CredentialEngine.get_answer` says which);
+  everything above still holds per plan, so a provider in backoff is skipped at once. See
+  docs/failover.md and :mod:`cpcreds.failover`.
 
 How one fetch flows: :meth:`get_credential` → ``_claim`` (under the lock: a cached credential, or
 the flight to wait on, and whether this caller leads it) → the leader runs ``_fetch`` (slot,
@@ -37,7 +41,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -48,6 +52,7 @@ from .config import ProviderConfig, load_config
 from .credential import Credential, format_rfc3339
 from .errors import (
     CLIENT_INTERNAL_ERROR,
+    AllProvidersFailed,
     CredentialError,
     EngineClosed,
     NO_ERROR,
@@ -59,6 +64,7 @@ from .errors import (
     ProviderError,
     ProviderTimeout,
 )
+from .failover import Answer, Route, failover_reason, moves_on
 from .flight import Flight
 from .hookspecs import Provider
 from .logs import get_logger, redact_text
@@ -68,7 +74,7 @@ from .providers.exec import ExecProvider
 from .registry import ProviderRegistry
 from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
-__all__ = ["CredentialEngine", "RefreshPolicy", "BackoffPolicy", "call_provider"]
+__all__ = ["CredentialEngine", "Answer", "RefreshPolicy", "BackoffPolicy", "call_provider"]
 
 _log = get_logger(__name__)
 
@@ -231,6 +237,9 @@ class CredentialEngine:
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}  # plan.key -> entry
         self._plans: dict[Any, AccessPlan] = {}  # profile identity -> plan
+        #: Providers whose failure moves on to the next one (config ``failover``).
+        self._failover_providers = frozenset(name for name in config.names if config.fails_over(name))
+        self._routes: dict[Any, Route] = {}  # profile identity -> failover state (failover profiles only)
         self._closed = False
         # Tasks running async providers; held here because the loop keeps only weak references.
         self._tasks: set[asyncio.Task[None]] = set()
@@ -263,6 +272,7 @@ class CredentialEngine:
                     # Old identities (superseded resourceVersions) are dropped oldest first.
                     for stale in list(self._plans)[: len(self._plans) // 2]:
                         del self._plans[stale]
+                        self._routes.pop(stale, None)
                 self._plans[identity] = plan
         return plan
 
@@ -274,10 +284,30 @@ class CredentialEngine:
         Raises only :class:`CredentialError` subclasses (and ``KeyboardInterrupt`` /
         ``SystemExit``, which pass through untouched)."""
         identity = _profile_identity(profile)
-        return self.get_credential_for_plan(self._plans.get(identity) or self._resolve(profile, identity))
+        plan = self._plans.get(identity) or self._resolve(profile, identity)
+        if plan.provider in self._failover_providers:
+            return self._answer(self._route(profile, identity, plan)).credential
+        return self.get_credential_for_plan(plan)
+
+    def get_answer(self, profile: ClusterProfile | Mapping[str, Any]) -> Answer:
+        """As :meth:`get_credential`, with the plan whose provider answered: with failover, a
+        later provider's plan when the preferred one failed. Raises as :meth:`get_credential`
+        does; when failover tried several providers and each failed,
+        :class:`~cpcreds.AllProvidersFailed` (a policy refusal is raised as it is, and stops
+        failover)."""
+        identity = _profile_identity(profile)
+        plan = self._plans.get(identity) or self._resolve(profile, identity)
+        if plan.provider in self._failover_providers:
+            return self._answer(self._route(profile, identity, plan))
+        return Answer(self.get_credential_for_plan(plan), plan)
+
+    def fails_over(self, plan: AccessPlan) -> bool:
+        """Whether a failure of ``plan``'s provider moves on to the next provider (config ``failover``)."""
+        return plan.provider in self._failover_providers
 
     def get_credential_for_plan(self, plan: AccessPlan) -> Credential:
-        """As :meth:`get_credential`, for a plan already resolved."""
+        """As :meth:`get_credential`, for a plan already resolved: this plan's provider only,
+        without failover (the plan does not know the profile's other providers)."""
         credential = self._hit(plan)
         if credential is not None:
             return credential
@@ -300,10 +330,21 @@ class CredentialEngine:
         loop. Cancelling this call (a timeout, a TaskGroup abort) cancels only this caller's wait.
         """
         identity = _profile_identity(profile)
-        return await self.aget_credential_for_plan(self._plans.get(identity) or self._resolve(profile, identity))
+        plan = self._plans.get(identity) or self._resolve(profile, identity)
+        if plan.provider in self._failover_providers:
+            return (await self._aanswer(self._route(profile, identity, plan))).credential
+        return await self.aget_credential_for_plan(plan)
+
+    async def aget_answer(self, profile: ClusterProfile | Mapping[str, Any]) -> Answer:
+        """asyncio version of :meth:`get_answer`."""
+        identity = _profile_identity(profile)
+        plan = self._plans.get(identity) or self._resolve(profile, identity)
+        if plan.provider in self._failover_providers:
+            return await self._aanswer(self._route(profile, identity, plan))
+        return Answer(await self.aget_credential_for_plan(plan), plan)
 
     async def aget_credential_for_plan(self, plan: AccessPlan) -> Credential:
-        """As :meth:`aget_credential`, for a plan already resolved."""
+        """As :meth:`aget_credential`, for a plan already resolved (without failover)."""
         credential = self._hit(plan)
         if credential is not None:
             return credential
@@ -332,9 +373,13 @@ class CredentialEngine:
                     return credential
         return None
 
-    def _claim(self, plan: AccessPlan) -> tuple[Credential | None, Flight | None, float | None]:
+    def _claim(self, plan: AccessPlan, wait: bool = True) -> tuple[Credential | None, Flight | None, float | None]:
         """Under the lock: a usable cached credential, or the flight to wait on and, when the
-        caller must lead it, its deadline. Starts a background refresh inside the window."""
+        caller must lead it, its deadline. Starts a background refresh inside the window.
+
+        With ``wait`` False (failover, while a later provider holds a valid credential), a caller
+        that would wait gets ``(None, None, None)`` instead: a fetch already running is left to
+        run, and one that is due is started in the background."""
         now = self._clock()
         background: Flight | None = None
         with self._lock:
@@ -352,23 +397,217 @@ class CredentialEngine:
                 entry.hits += 1
                 result: tuple[Credential | None, Flight | None, float | None] = (credential, None, None)
             elif entry.flight is not None:
-                self._lookups[(plan.provider, "miss")] += 1
-                result = (None, entry.flight, None)
+                if wait:
+                    self._lookups[(plan.provider, "miss")] += 1
+                result = (None, entry.flight if wait else None, None)
             elif in_backoff:
                 self._lookups[(plan.provider, "backoff")] += 1
                 error = entry.error
                 assert error is not None
                 raise _fresh_copy(error)
-            else:
+            elif wait:
                 self._lookups[(plan.provider, "miss")] += 1
                 entry.flight = Flight()
                 result = (None, entry.flight, time.monotonic() + plan.timeout)
+            else:
+                background = entry.flight = Flight()
+                result = (None, None, None)
         if background is not None:
             try:
                 self._workers.spawn(self._fetch_in_thread, plan, background, time.monotonic() + plan.timeout, True, name="cpcreds-refresh")
             except Exception as exc:  # no thread to be had: the flight must not stay open forever
                 self._publish(plan, background, None, _cannot_start(exc, plan.provider), 0.0, True)
         return result
+
+    # -- failover ----------------------------------------------------------------------------
+
+    def _route_of(self, profile: ClusterProfile | Mapping[str, Any]) -> Route:
+        """The failover state of ``profile`` (for adapters, which keep it)."""
+        identity = _profile_identity(profile)
+        return self._route(profile, identity, self._plans.get(identity) or self._resolve(profile, identity))
+
+    def _route(self, profile: ClusterProfile | Mapping[str, Any], identity: Any, plan: AccessPlan) -> Route:
+        """The failover state of ``profile`` (remembered under its identity, as its plan is)."""
+        route = self._routes.get(identity) if identity is not None else None
+        if route is None or route.primary is not plan:
+            route = Route(plan, profile)
+            if identity is not None:
+                with self._lock:
+                    route = self._routes.setdefault(identity, route)
+        return route
+
+    def _answer(self, route: Route) -> Answer:
+        """The credential of the first provider of ``route`` that has one, fetching as failover
+        requires (see :meth:`_failover`): this thread leads or waits for the fetches."""
+        answer = self._route_hit(route)
+        if answer is not None:
+            return answer
+        flow = self._failover(route)
+        try:
+            plan, flight, deadline = next(flow)
+            while True:
+                if deadline is not None:
+                    self._fetch(plan, flight, deadline)
+                flight.wait()
+                plan, flight, deadline = flow.send(None)
+        except StopIteration as done:
+            return done.value
+
+    async def _aanswer(self, route: Route) -> Answer:
+        """asyncio version of :meth:`_answer`: fetches run off the calling task, and cancelling
+        the caller cancels only its own wait."""
+        answer = self._route_hit(route)
+        if answer is not None:
+            return answer
+        flow = self._failover(route)
+        try:
+            plan, flight, deadline = next(flow)
+            while True:
+                if deadline is not None:
+                    self._start(plan, flight, deadline)
+                await flight.wait_async()
+                plan, flight, deadline = flow.send(None)
+        except StopIteration as done:
+            return done.value
+
+    def _route_hit(self, route: Route) -> Answer | None:
+        """Without a lock: the preferred plan's cache hit; or, for a profile that failed over,
+        the answering plan's hit while every plan before it is unavailable (in backoff, or
+        being fetched). Anything else (one of them may answer again) is :meth:`_failover`'s."""
+        primary = route.primary
+        credential = self._hit(primary)
+        if credential is not None:
+            if route.current:
+                self._moved(route, 0, [])
+            return Answer(credential, primary)
+        current = route.current
+        chain = route.built
+        if not current or chain is None:
+            return None
+        now, mono = self._clock(), time.monotonic()
+        for candidate in chain[:current]:
+            if candidate.plan is not None and not self._unavailable(candidate.plan, now, mono):
+                return None
+        plan = chain[current].plan
+        assert plan is not None
+        credential = self._hit(plan)
+        return None if credential is None else Answer(credential, plan)
+
+    def _unavailable(self, plan: AccessPlan, now: float, mono: float) -> bool:
+        """No valid credential, and either a fetch is running or the plan is backing off."""
+        entry = self._entries.get(plan.key)
+        if entry is None:
+            return False
+        credential, _ = entry.fresh
+        if credential is not None and now < entry.expires_at:
+            return False
+        return entry.flight is not None or (entry.error is not None and mono < entry.retry_at)
+
+    def _ready_after(self, chain: tuple[Any, ...] | None, index: int) -> bool:
+        """Whether a candidate after ``index`` holds a valid credential (then nobody waits for
+        the ones before it: they are fetched in the background)."""
+        if chain is None:
+            return False
+        now = self._clock()
+        for candidate in chain[index + 1 :]:
+            entry = self._entries.get(candidate.plan.key) if candidate.plan is not None else None
+            if entry is not None and entry.fresh[0] is not None and now < entry.expires_at:
+                return True
+        return False
+
+    def _failover(self, route: Route) -> Generator[tuple[AccessPlan, Flight, float | None], None, Answer]:
+        """The failover walk, for both drivers (:meth:`_answer`, :meth:`_aanswer`): it yields
+        ``(plan, flight, deadline)`` when the driver must lead (``deadline`` set) or wait for a
+        fetch, and returns the :class:`Answer`.
+
+        Candidates are tried in order. A cached credential answers. A plan in backoff is skipped
+        at once with its last error. A plan without a credential is fetched and waited for,
+        unless a later candidate holds a valid credential: then its fetch runs in the
+        background, and the profile goes back to it once it answers. A failure moves on when the
+        provider fails over (the chain ends at the first that does not) and is not a refusal."""
+        attempts: list[tuple[str, CredentialError]] = []
+        chain = route.built
+        index = 0
+        while True:
+            if index == 0:
+                plan: AccessPlan | None = route.primary
+                provider = route.primary.provider
+            else:
+                if chain is None:  # the first failure of the preferred provider: build the rest
+                    chain = route.chain(self.config)
+                if index >= len(chain):
+                    break
+                candidate = chain[index]
+                plan, provider = candidate.plan, candidate.provider
+                if plan is None:
+                    assert candidate.error is not None
+                    attempts.append((provider, candidate.error))
+                    index += 1
+                    continue
+            assert plan is not None
+            try:
+                credential, flight, deadline = self._claim(plan, wait=not self._ready_after(chain, index))
+            except EngineClosed:
+                raise
+            except CredentialError as exc:  # backing off: its last error, at once
+                error = exc
+            else:
+                if credential is not None:
+                    self._moved(route, index, attempts)
+                    return Answer(credential, plan)
+                if flight is None:  # fetched in the background; a later provider answers meanwhile
+                    error = self._last_error(plan)
+                else:
+                    yield plan, flight, deadline
+                    if flight.abandoned:
+                        continue  # nobody's failure: claim again
+                    if flight.credential is not None:
+                        self._moved(route, index, attempts)
+                        return Answer(flight.credential, plan)
+                    assert flight.error is not None
+                    error = _fresh_copy(flight.error)
+            if not moves_on(error):
+                raise error
+            attempts.append((provider, error))
+            if index == 0 and not self.config.fails_over(provider):
+                break
+            index += 1
+        if len(attempts) == 1:
+            raise attempts[0][1]
+        raise AllProvidersFailed(route.ref, tuple(attempts))
+
+    def _last_error(self, plan: AccessPlan) -> CredentialError:
+        with self._lock:
+            entry = self._entries.get(plan.key)
+            error = entry.error if entry is not None else None
+        if error is not None:
+            return _fresh_copy(error)
+        return ProviderError("has no credential yet (a fetch is under way)", provider=plan.provider)
+
+    def _moved(self, route: Route, index: int, attempts: list[tuple[str, CredentialError]]) -> None:
+        """Record that ``route``'s profile was answered by candidate ``index``; count and log
+        each failover (once per move down the chain, whichever caller made it)."""
+        if route.current == index:
+            return
+        with self._lock:
+            previous, route.current = route.current, index
+        chain = route.built
+        if index > previous and chain is not None:
+            for at in range(previous, index):
+                source, target = chain[at].provider, chain[at + 1].provider
+                error = attempts[at][1] if at < len(attempts) else None
+                reason = failover_reason(error) if error is not None else "provider_error"
+                self.metrics.failovers.labels(source, target, reason).inc()
+                _log.warning(
+                    "failing over to the next provider",
+                    profile=route.ref,
+                    from_provider=source,
+                    to_provider=target,
+                    reason=reason,
+                    error=redact_text(str(error)) if error is not None else None,
+                )
+        elif index < previous and chain is not None:
+            _log.info("a preferred provider answers again", profile=route.ref, provider=chain[index].provider, instead_of=chain[previous].provider)
 
     def _new_entry(self, plan: AccessPlan) -> _Entry:
         # Lock held.
@@ -579,17 +818,29 @@ class CredentialEngine:
         """``credential`` was rejected (HTTP 401): drop it if it is still the cached one.
 
         Returns True when it was dropped (the next call fetches a new one). A credential that was
-        already replaced is left alone, so a late 401 cannot discard a newer credential.
+        already replaced is left alone, so a late 401 cannot discard a newer credential. For a
+        profile that failed over, the credential is looked for among all its providers' plans;
+        with an :class:`Answer`'s plan, only there.
         """
-        plan = profile if isinstance(profile, AccessPlan) else self.resolve(profile)
+        if isinstance(profile, AccessPlan):
+            plans = [profile]
+        else:
+            identity = _profile_identity(profile)
+            plans = [self._plans.get(identity) or self._resolve(profile, identity)]
+            route = self._routes.get(identity) if identity is not None else None
+            chain = route.built if route is not None else None
+            if chain is not None:
+                plans += [candidate.plan for candidate in chain[1:] if candidate.plan is not None]
         with self._lock:
-            entry = self._entries.get(plan.key)
-            if entry is None or entry.credential is not credential or entry.expires_at == 0.0:
-                return False
-            # Kept (as expired) rather than dropped: the next fetch compares certificates with it.
-            entry.expires_at = 0.0
-            entry.fresh = (credential, 0.0)
-            return True
+            for plan in plans:
+                entry = self._entries.get(plan.key)
+                if entry is None or entry.credential is not credential or entry.expires_at == 0.0:
+                    continue
+                # Kept (as expired) rather than dropped: the next fetch compares certificates with it.
+                entry.expires_at = 0.0
+                entry.fresh = (credential, 0.0)
+                return True
+            return False
 
     # -- metrics -----------------------------------------------------------------------------
 
@@ -664,6 +915,7 @@ class CredentialEngine:
                 self._lookups[(entry.plan.provider, "hit")] += entry.hits
             self._entries.clear()
             self._plans.clear()
+            self._routes.clear()
         self._workers.close()
         closed = EngineClosed("engine closed: this CredentialEngine was closed")
         for flight in flights:

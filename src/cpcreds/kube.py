@@ -18,6 +18,11 @@ Each adapter ties one ClusterProfile's plan to client ``Configuration`` objects:
   :meth:`CredentialEngine.invalidate` — never with no credential: a failing provider raises a
   :class:`~cpcreds.CredentialError` and no request is sent. The sync and the aio client follow one
   request policy (:func:`_request_flow`); each only drives it with its own I/O.
+- with failover (``failover: true``), the credential comes from whichever provider answers
+  (:meth:`CredentialEngine.get_answer`); a 401 invalidates exactly the credential that was sent,
+  in the plan that answered it. Providers of one profile may name different endpoints (a gateway
+  and the cluster itself): the configuration follows the answering provider's server, CA,
+  tls-server-name and proxy, and ``api_client()`` renews its connections when they change.
 
 The private directories are removed on ``close()``, when the binding is garbage-collected, and at
 interpreter exit, only ever by the process that created them (a forked child's exit leaves its
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -38,10 +44,14 @@ from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .access import AccessPlan
+from .api import ExecCluster
 from .credential import Credential
+
+from .failover import Answer
 
 if TYPE_CHECKING:
     from .engine import CredentialEngine
+    from .failover import Route
 
 __all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "CredentialBinding", "remove_certificate_files"]
 
@@ -115,17 +125,29 @@ def _with_auth(headers: Mapping[str, Any] | None, credential: Credential) -> dic
     return fresh
 
 
+def _endpoint(cluster: ExecCluster) -> tuple[Any, ...]:
+    """What a client connects with: two plans with equal endpoints can share connections."""
+    return (cluster.server, cluster.tls_server_name, cluster.insecure_skip_tls_verify, cluster.certificate_authority_data, cluster.proxy_url)
+
+
 class CredentialBinding:
-    """Keeps client ``Configuration`` objects in step with the engine's credential for one plan.
+    """Keeps client ``Configuration`` objects in step with the engine's credential for one
+    profile (one plan; with failover, the plan that answered).
 
     Shared, not copied, by ``copy.deepcopy`` of a configuration: a copy refreshes through the
     same binding and reads the same certificate file."""
 
     def __init__(self, engine: CredentialEngine, profile: Any) -> None:
         self.engine = engine
+        #: The profile's preferred plan; with failover, :attr:`answered` may be another one.
         self.plan: AccessPlan = engine.resolve(profile)
+        self._route: Route | None = engine._route_of(profile) if engine.fails_over(self.plan) else None
+        #: The plan whose credential was applied last.
+        self.answered: AccessPlan = self.plan
         self.current: Credential | None = None
-        self.cert_serial = 0  # bumped on every certificate change; clients compare it
+        #: Bumped on every certificate or endpoint change; clients compare it and renew connections.
+        self.connection_serial = 0
+        self.endpoint = _endpoint(self.plan.cluster)
         self.cert_file: str | None = None
         self._dir: str | None = None
         self._lock = threading.Lock()
@@ -138,8 +160,17 @@ class CredentialBinding:
     def __copy__(self) -> CredentialBinding:
         return self
 
-    def apply(self, conf: Any, credential: Credential) -> None:
-        """Point ``conf`` at ``credential`` (token header, certificate file)."""
+    def apply(self, conf: Any, answer: Answer) -> None:
+        """Point ``conf`` at ``answer``: its plan's endpoint, its credential (token header,
+        certificate file)."""
+        credential, plan = answer
+        if plan is not self.answered:
+            self._follow(plan)
+        cluster = plan.cluster
+        if getattr(conf, "cpcreds_cluster", None) is not cluster:  # the usual case costs one identity check
+            if getattr(conf, "cpcreds_endpoint", None) != _endpoint(cluster):
+                _point(conf, self, cluster)
+            conf.cpcreds_cluster = cluster
         if credential is not self.current:
             self._adopt(credential)
         if credential.token:
@@ -161,7 +192,15 @@ class CredentialBinding:
                 self.cert_file = _write_private(self.private_dir(), "client.pem", pem)
             else:
                 self.cert_file = None
-            self.cert_serial += 1
+            self.connection_serial += 1
+
+    def _follow(self, plan: AccessPlan) -> None:
+        with self._lock:
+            self.answered = plan
+            endpoint = _endpoint(plan.cluster)
+            if endpoint != self.endpoint:
+                self.endpoint = endpoint
+                self.connection_serial += 1
 
     def private_dir(self) -> str:
         """This binding's 0700 directory, made on first use."""
@@ -173,16 +212,22 @@ class CredentialBinding:
             self._finalizer = weakref.finalize(self, _remove_dir, self._dir, owner)
         return self._dir
 
-    def ensure(self, conf: Any) -> Credential:
-        """The current credential (the engine's cache hit), applied to ``conf``."""
-        credential = self.engine.get_credential_for_plan(self.plan)
-        self.apply(conf, credential)
-        return credential
+    def ensure(self, conf: Any) -> Answer:
+        """The current credential (the engine's cache hit) and its plan, applied to ``conf``."""
+        if self._route is None:
+            answer = Answer(self.engine.get_credential_for_plan(self.plan), self.plan)
+        else:
+            answer = self.engine._answer(self._route)
+        self.apply(conf, answer)
+        return answer
 
-    async def aensure(self, conf: Any) -> Credential:
-        credential = await self.engine.aget_credential_for_plan(self.plan)
-        self.apply(conf, credential)
-        return credential
+    async def aensure(self, conf: Any) -> Answer:
+        if self._route is None:
+            answer = Answer(await self.engine.aget_credential_for_plan(self.plan), self.plan)
+        else:
+            answer = await self.engine._aanswer(self._route)
+        self.apply(conf, answer)
+        return answer
 
     def close(self) -> None:
         self.engine._unregister_adapter(self)
@@ -191,20 +236,38 @@ class CredentialBinding:
 
 
 def _configure(conf: Any, binding: CredentialBinding) -> None:
-    cluster = binding.plan.cluster
+    _point(conf, binding, binding.plan.cluster)
+    conf.cpcreds_binding = binding
+
+
+def _point(conf: Any, binding: CredentialBinding, cluster: ExecCluster) -> None:
+    """Set ``conf``'s endpoint (server, CA, tls-server-name, TLS verification, proxy) to
+    ``cluster``'s. What the cluster leaves unset keeps the configuration's own value (the
+    client's HTTPS_PROXY handling, say), also after a move from a cluster that set it."""
     conf.host = cluster.server.rstrip("/")
+    defaults = getattr(conf, "cpcreds_defaults", None)
+    if defaults is None:  # after host: the client picks its environment proxy by the host's scheme
+        names = ("ca_cert_data", "ssl_ca_cert", "tls_server_name", "proxy")
+        defaults = conf.cpcreds_defaults = {name: getattr(conf, name, None) for name in names}
     if cluster.certificate_authority_data:
         # The REST clients hand this to ssl's cadata, which takes PEM only as str (bytes mean DER).
         pem = cluster.certificate_authority_data.decode("ascii", "replace")
         conf.ca_cert_data = pem
-        # kubernetes.stream (exec, attach, port-forward) builds its websocket's TLS from the file.
-        conf.ssl_ca_cert = _write_private(binding.private_dir(), "ca.crt", pem)
-    if cluster.tls_server_name:
-        conf.tls_server_name = cluster.tls_server_name
+        # kubernetes.stream (exec, attach, port-forward) builds its websocket's TLS from the file;
+        # one file per CA, so a configuration still on another endpoint keeps its own.
+        name = f"ca-{hashlib.sha256(cluster.certificate_authority_data).hexdigest()[:16]}.crt"
+        conf.ssl_ca_cert = _write_private(binding.private_dir(), name, pem)
+    else:
+        conf.ca_cert_data, conf.ssl_ca_cert = defaults["ca_cert_data"], defaults["ssl_ca_cert"]
+    conf.tls_server_name = cluster.tls_server_name or defaults["tls_server_name"]
     conf.verify_ssl = not cluster.insecure_skip_tls_verify
+    # Only ever set when some cluster named a proxy: setting it turns the client's own
+    # environment (HTTPS_PROXY, NO_PROXY) handling off.
     if cluster.proxy_url:
         conf.proxy = cluster.proxy_url
-    conf.cpcreds_binding = binding
+    elif conf.proxy != defaults["proxy"] and getattr(conf, "cpcreds_endpoint", None) is not None:
+        conf.proxy = defaults["proxy"]
+    conf.cpcreds_endpoint = _endpoint(cluster)
 
 
 def _sync_hook(binding: CredentialBinding) -> Any:
@@ -248,27 +311,27 @@ async def abuild_config(engine: CredentialEngine, profile: ClusterProfileLike) -
 # -- one request, for both clients ---------------------------------------------------------------
 
 # What a client must do for the flow; it sends back the result.
-ENSURE = "ensure"  # -> the credential to send (renewing the REST client if the certificate changed)
+ENSURE = "ensure"  # -> the Answer to send (renewing the REST client if the certificate or endpoint changed)
 SEND = "send"  # (headers) -> the response
 DRAIN = "drain"  # (response) -> None: read the body so the connection goes back to the pool
-REFRESH = "refresh"  # (rejected credential) -> the credential fetched after invalidating it
+REFRESH = "refresh"  # (rejected Answer) -> the Answer fetched after invalidating its credential
 
 
 def _request_flow(header_params: Mapping[str, Any] | None) -> Generator[tuple[str, Any], Any, Any]:
     """The request policy of both clients: send with the current credential; after a 401, refresh
     once and resend, unless the refresh gave back the very credential that was rejected."""
-    credential = yield ENSURE, None
+    answer = yield ENSURE, None
     # The header was filled by the hook during serialisation; send the credential that a 401
     # will invalidate, even if a refresh landed in between.
-    response = yield SEND, _with_auth(header_params, credential)
+    response = yield SEND, _with_auth(header_params, answer.credential)
     if response.status != 401:
         return response
     # Drain the 401 first so its connection is reused even when the refresh below raises.
     yield DRAIN, response
-    fresh = yield REFRESH, credential
-    if fresh is credential:
+    fresh = yield REFRESH, answer
+    if fresh.credential is answer.credential:
         return response
-    return (yield SEND, _with_auth(header_params, fresh))
+    return (yield SEND, _with_auth(header_params, fresh.credential))
 
 
 def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
@@ -281,23 +344,24 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
         def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
             super().__init__(configuration)
             self._binding = binding
-            self._cert_serial = binding.cert_serial
+            self._serial = binding.connection_serial
             self._rotation_lock = threading.Lock()
 
-        def _credential(self, rejected: Credential | None) -> Credential:
+        def _credential(self, rejected: Answer | None) -> Answer:
             binding = self._binding
             if rejected is not None:
-                binding.engine.invalidate(binding.plan, rejected)
-            credential = binding.ensure(self.configuration)
+                binding.engine.invalidate(rejected.plan, rejected.credential)
+            answer = binding.ensure(self.configuration)
             # A new REST client, not just pool_manager.clear(): the PoolManager captured cert_file
-            # when it was built (None if the first credential was a token-only one).
-            if binding.cert_serial != self._cert_serial:
+            # (None if the first credential was a token-only one), the CA and the proxy when it
+            # was built.
+            if binding.connection_serial != self._serial:
                 with self._rotation_lock:
-                    if binding.cert_serial != self._cert_serial:
-                        self._cert_serial = binding.cert_serial
+                    if binding.connection_serial != self._serial:
+                        self._serial = binding.connection_serial
                         old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
                         old.close()  # idle keep-alive connections still present the old certificate
-            return credential
+            return answer
 
         def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
             flow = _request_flow(header_params)
@@ -333,22 +397,22 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
         def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
             super().__init__(configuration)
             self._binding = binding
-            self._cert_serial = binding.cert_serial
+            self._serial = binding.connection_serial
 
-        async def _credential(self, rejected: Credential | None) -> Credential:
+        async def _credential(self, rejected: Answer | None) -> Answer:
             binding = self._binding
             if rejected is not None:
-                binding.engine.invalidate(binding.plan, rejected)
-            credential = await binding.aensure(self.configuration)
-            # kubernetes.aio loads the certificate into its SSL context once, when the REST client
-            # is built; a new certificate needs a new REST client (context, session, retry client).
-            if binding.cert_serial != self._cert_serial:
-                self._cert_serial = binding.cert_serial  # before the await: one task renews
+                binding.engine.invalidate(rejected.plan, rejected.credential)
+            answer = await binding.aensure(self.configuration)
+            # kubernetes.aio loads the certificate (and the CA) into its SSL context once, when the
+            # REST client is built; a new one needs a new REST client (context, session, retry client).
+            if binding.connection_serial != self._serial:
+                self._serial = binding.connection_serial  # before the await: one task renews
                 old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
                 # Closing drops the old certificate's connections, open ones included, as
                 # client-go does on rotation; watches on them end and their callers re-establish them.
                 await old.close()
-            return credential
+            return answer
 
         async def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
             flow = _request_flow(header_params)

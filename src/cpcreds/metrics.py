@@ -85,6 +85,15 @@ class Metrics:
             ["provider", "decision"],
             registry=registry,
         )
+        self.failovers = Counter(
+            "cpcreds_failover",
+            "Times a ClusterProfile's credential started coming from a later provider than before (failover: true), "
+            "by the provider failed over from, the one failed over to, and the class of the failure of the former "
+            "(plugin_not_found, plugin_timeout, provider_timeout, plugin_execution_error, plugin_output_error, "
+            "provider_error, profile_error).",
+            ["from_provider", "to_provider", "reason"],
+            registry=registry,
+        )
         self._lookup_sources: weakref.WeakSet[Any] = weakref.WeakSet()
         self._retired_lookups: dict[tuple[str, str], int] = {}
         registry.register(_LookupCollector(self))

@@ -3,7 +3,8 @@ retry failures with backoff, forget profiles that go away.
 
 One asyncio task per profile, sleeping between fetches; a semaphore bounds how many fetches run
 at once, so 10,000 profiles never start 10,000 plugins together. All fetching goes through the
-engine (its cache, single-flight, timeouts and plugin kills); the keeper only decides *when*.
+engine (its cache, single-flight, timeouts, plugin kills and failover); the keeper only decides
+*when*, and records which provider answered (``answeredBy`` in ``/v1/clusters``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import structlog
 from ..access import AccessPlan
 from ..credential import Credential
 from ..engine import CredentialEngine
+from ..failover import Answer, Route
 from ..errors import CredentialError, NoMatchingProvider
 from ..policies import BackoffPolicy
 from .inventory import Change
@@ -37,11 +39,15 @@ Listener = Callable[[str, "AccessPlan | None", Mapping[str, Any] | None], None]
 
 
 class _Tracked:
-    __slots__ = ("profile", "plan", "status", "task", "credential", "first_done")
+    __slots__ = ("profile", "plan", "route", "status", "task", "credential", "answered", "first_done")
 
     def __init__(self, profile: dict[str, Any], status: ClusterStatus) -> None:
         self.profile = profile
         self.plan: AccessPlan | None = None
+        #: Failover state, kept for the profile's life (set when its provider fails over).
+        self.route: Route | None = None
+        #: The plan whose credential is held (the preferred one, or the one failed over to).
+        self.answered: AccessPlan | None = None
         self.status = status
         self.task: asyncio.Task[None] | None = None
         self.credential: Credential | None = None
@@ -134,6 +140,8 @@ class Keeper:
         except CredentialError as exc:
             self._unusable(tracked, "invalid", str(exc))
             return
+        if self.engine.fails_over(tracked.plan):
+            tracked.route = self.engine._route_of(profile)
         status.provider = tracked.plan.provider
         status.server = tracked.plan.cluster.server
         self.board.put(status)
@@ -154,8 +162,8 @@ class Keeper:
         if tracked is None:
             return
         self._stop(tracked)
-        if tracked.plan is not None and tracked.credential is not None:
-            self.engine.invalidate(tracked.plan, tracked.credential)  # a deleted cluster's credential goes
+        if tracked.answered is not None and tracked.credential is not None:
+            self.engine.invalidate(tracked.answered, tracked.credential)  # a deleted cluster's credential goes
         self.board.drop(key)
         if self.on_plan is not None:
             self.on_plan(key, None, None)
@@ -198,12 +206,22 @@ class Keeper:
         while True:
             async with self._slots:
                 try:
-                    credential = await self.engine.aget_credential_for_plan(plan)
+                    if tracked.route is None:
+                        answer = Answer(await self.engine.aget_credential_for_plan(plan), plan)
+                    else:
+                        answer = await self.engine._aanswer(tracked.route)
                 except CredentialError as exc:
-                    credential, error = None, exc
+                    answer, error = None, exc
             now = self.clock()
-            if credential is not None:
-                delay = self._succeeded(tracked, credential, now)
+            credential = answer.credential if answer is not None else None
+            if answer is not None:
+                tracked.answered = answer.plan
+                status.answered_by = answer.plan.provider
+                delay = self._succeeded(tracked, answer.credential, now)
+                if answer.plan is not plan:
+                    # Failed over: look again at the engine's backoff pace, so the profile goes
+                    # back to its preferred provider soon after that answers again.
+                    delay = min(delay, self.engine.backoff_policy.maximum) if delay is not None else self.engine.backoff_policy.maximum
             else:
                 delay = self._failed(tracked, error, now)
             self._first_fetch_done(tracked)

@@ -67,6 +67,9 @@ class ClusterStatus:
     #: The profile's ControlPlaneHealthy condition: {"status": "True", "reason": ..., "message": ...}.
     control_plane_healthy: Mapping[str, str] | None = None
     server: str | None = None
+    #: The provider whose credential is held: ``provider`` (the preferred one) unless the profile
+    #: failed over to another (``failover: true``); None before the first success.
+    answered_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         namespace, _, name = self.key.rpartition("/")
@@ -77,6 +80,7 @@ class ClusterStatus:
             "origin": self.origin,
             "server": self.server,
             "provider": self.provider,
+            "answeredBy": self.answered_by,
             "state": self.state,
             "expirationTimestamp": _rfc3339(self.expires_at),
             "lastSuccess": _rfc3339(self.last_success),
