@@ -486,3 +486,21 @@ def test_read_interpreter_takes_any_bytes(head: bytes) -> None:
     found = read_interpreter(head)
     if found is not None:
         assert head.startswith(b"#!") and found[0] and "\n" not in found[0]
+
+
+def test_a_forked_child_runs_pinned_plugins_while_the_parent_holds_the_store_lock(tmp_path: Path) -> None:
+    plugin = echo_plugin(tmp_path)
+    store = PinStore()
+    provider = ExecProvider(gate=PluginGate(PluginPolicy.model_validate(pinned(tmp_path, (plugin, digest(plugin)))), pins=store))
+    plan = resolve(config(tmp_path, None, entry("p", str(plugin), answer("forked"))), profile("p"))
+    assert provider.get_credential(plan).token == "forked"
+    with store._lock:  # as if another thread were inside the store when a worker forks
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            ok = False
+            try:
+                ok = provider.get_credential(plan).token == "forked" and store.hashed == 1
+            finally:
+                os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -26,6 +26,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -62,12 +63,13 @@ class PinnedCopy:
     """A sealed copy of an executable, and the sha256 of its bytes. Owned by a :class:`PinStore`;
     callers get their own descriptor for it from :meth:`PinStore.open_copy`."""
 
-    __slots__ = ("sha256", "size", "head", "_fd", "_path", "_folder")
+    __slots__ = ("sha256", "size", "head", "_fd", "_path", "_folder", "_owner")
 
     def __init__(self, sha256: str, size: int, head: bytes, fd: int | None, path: str | None, folder: str | None) -> None:
         self.sha256, self.size, self._fd, self._path, self._folder = sha256, size, fd, path, folder
         #: The first bytes of the copy (a ``#!`` line is read from here, never from the path).
         self.head = head
+        self._owner = os.getpid()  # a forked child must not remove its parent's file copy
 
     def close(self) -> None:
         if self._fd is not None:
@@ -75,7 +77,8 @@ class PinnedCopy:
             os.close(fd)
         if self._folder is not None:
             folder, self._folder = self._folder, None
-            shutil.rmtree(folder, ignore_errors=True)
+            if os.getpid() == self._owner:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def __repr__(self) -> str:
         return f"PinnedCopy(sha256={self.sha256!r}, size={self.size})"
@@ -119,6 +122,7 @@ class PinStore:
         self._by_path: dict[str, _Key] = {}
         self._lock = threading.Lock()
         self.hashed = 0  # how many times bytes were read and hashed (for tests and benchmarks)
+        _stores.add(self)
 
     def open_copy(self, path: str) -> PinnedRun:
         """The sealed copy of ``path`` (made now, or kept from an earlier call while ``path`` is
@@ -276,6 +280,20 @@ def _file_copy(source: int, path: str) -> PinnedCopy:
 
 _default_store: PinStore | None = None
 _default_lock = threading.Lock()
+_stores: weakref.WeakSet[PinStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Another thread of the parent may have held a lock at fork time; the child has only this
+    # thread. The copies stay usable: a memfd is inherited, a file copy is still there.
+    global _default_lock
+    _default_lock = threading.Lock()
+    for store in list(_stores):
+        store._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_store() -> PinStore:
