@@ -55,7 +55,7 @@ def complete_bash(tmp_path: Path, line: str) -> list[str]:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("cpcreds ", ["--help", "--version", "-h", "cache", "completion", "get-credential", "kubeconfig", "pin", "plugins", "resolve", "serve", "validate"]),
+        ("cpcreds ", ["--help", "--version", "-h", "cache", "completion", "get-credential", "image-credential", "kubeconfig", "pin", "plugins", "resolve", "serve", "validate"]),
         ("cpcreds get-cr", ["get-credential"]),
         ("cpcreds resolve --sh", ["--show-values"]),
         ("cpcreds kubeconfig --sk", ["--skip-unmatched"]),

@@ -34,7 +34,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ConfigError,
         CredentialError,
         EngineClosed,
+        ImageCredentialError,
         InteractiveModeError,
+        InvalidImageError,
         NoMatchingProvider,
         PluginError,
         PluginExecutionError,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ProviderTimeout,
     )
     from .hookspecs import Provider, hookimpl
+    from .images.credentials import ImageCredentials, RegistryCredential, RegistryCredentials
     from .kube import remove_certificate_files
     from .policies import BackoffPolicy, RefreshPolicy
     from .providers.exec import ExecProvider
@@ -76,7 +79,9 @@ _EXPORTS = {
         "ConfigError",
         "CredentialError",
         "EngineClosed",
+        "ImageCredentialError",
         "InteractiveModeError",
+        "InvalidImageError",
         "NoMatchingProvider",
         "PluginError",
         "PluginExecutionError",
@@ -89,6 +94,7 @@ _EXPORTS = {
         "ProviderTimeout",
     ),
     "hookspecs": ("Provider", "hookimpl"),
+    "images.credentials": ("ImageCredentials", "RegistryCredential", "RegistryCredentials"),
     "kube": ("remove_certificate_files",),
     "policies": ("BackoffPolicy", "RefreshPolicy"),
     "providers.exec": ("ExecProvider",),
@@ -140,6 +146,11 @@ __all__ = [
     "PluginOutputError",
     "InteractiveModeError",
     "AllProvidersFailed",
+    "ImageCredentials",
+    "RegistryCredential",
+    "RegistryCredentials",
+    "ImageCredentialError",
+    "InvalidImageError",
 ]
 
 

@@ -55,7 +55,7 @@ environment:
 """
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "cache", "completion")
+COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "cache", "completion", "image-credential")
 SHELLS = ("bash", "zsh", "fish")
 
 _INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
@@ -269,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     pin.add_argument("commands", metavar="COMMAND", nargs="*", help="pin these commands (names on PATH, or paths) instead of the config's")
     pin.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml", help="output format (default: yaml, to paste into the config)")
     pin.set_defaults(handler=_cmd_pin)
+
+    from .images import command as image_command  # its arguments only; the work is imported when run
+
+    img = add("image-credential", image_command.HELP, image_command.DESCRIPTION)
+    image_command.add_arguments(img)
+    img.set_defaults(handler=_cmd_image_credential)
 
     parser.subparsers = subparsers  # type: ignore[attr-defined]  # for errors and completion
     return parser
@@ -652,6 +658,12 @@ def _cmd_plugins(args: argparse.Namespace, settings: Settings) -> int:
     for item in errors:
         print(f"failed: {item['plugin']} ({item['distribution']}): {item['error']}")
     return 1 if errors else 0  # a plugin that did not load is something to fix, also in scripts
+
+
+def _cmd_image_credential(args: argparse.Namespace, settings: Settings) -> int:
+    from .images.command import run
+
+    return run(args)
 
 
 def _cmd_completion(args: argparse.Namespace, settings: Settings) -> int:
