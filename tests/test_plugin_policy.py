@@ -504,3 +504,15 @@ def test_a_forked_child_runs_pinned_plugins_while_the_parent_holds_the_store_loc
                 os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_fifo_at_the_plugin_path_is_refused_without_blocking(tmp_path: Path) -> None:
+    from cpcreds import PluginNotFound
+
+    fifo = tmp_path / "plugin"
+    os.mkfifo(fifo)
+    fifo.chmod(0o755)
+    error = refusal_of(config(tmp_path, pinned(tmp_path, (fifo, "4" * 64)), entry("p", str(fifo))), "p")
+    assert error.decision == "unreadable" and "is not a regular file" in str(error)
+    with engine_for(config(tmp_path, pinned(tmp_path, (fifo, None)), entry("p", str(fifo)))) as engine, pytest.raises(PluginNotFound):
+        engine.get_credential(profile("p"))

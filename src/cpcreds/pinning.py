@@ -146,7 +146,8 @@ class PinStore:
                 if copy is not None:
                     self._copies.move_to_end(known)
                     return self._run_of(copy)
-        source = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO planted at the path must not block us; it is refused below.
+        source = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
         try:
             st = os.fstat(source)
             if not stat.S_ISREG(st.st_mode):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -221,9 +222,15 @@ class PluginGate:
     @staticmethod
     def _head(path: str) -> bytes:
         # (A pinned plugin's #! line is read from its sealed copy: the line that will be obeyed.)
+        # Only a regular file is read, opened without blocking: a FIFO at the path cannot hang us.
         try:
-            with open(path, "rb") as stream:
-                return stream.read(_SHEBANG_MAX)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return b""
+                return os.read(fd, _SHEBANG_MAX)
+            finally:
+                os.close(fd)
         except OSError:
             return b""  # unreadable but maybe executable: exec decides, as it would without a policy
 
