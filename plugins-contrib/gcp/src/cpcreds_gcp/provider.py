@@ -35,10 +35,13 @@ from typing import Any
 import requests
 
 from cpcreds import RefreshPolicy
+from cpcreds.api import ExecCluster
 from cpcreds.hookspecs import AccessPlan, Credential, ProviderError
+from cpcreds.images.protocol import CredentialProviderRequest, CredentialProviderResponse
 from cpcreds.logs import get_logger
 
 from .adc import Source, SourceError, find_source
+from .kubelet import image_response
 from .metadata import MAX_TOKEN_SECONDS, UnusableAnswer
 from .options import GcpOptions
 from .transport import Abort, BoundedRequest, Deadline, safe_summary
@@ -51,6 +54,8 @@ _BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _MAX_TOKEN_CHARS = 16 * 1024
 # The engine's default refresh-ahead window: a call inside it wants a new token.
 _ENGINE_REFRESH = RefreshPolicy()
+# Image requests name no cluster: the token is the same for every cluster and registry anyway.
+_NO_CLUSTER = ExecCluster(server="")
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,26 @@ class GcpProvider:
         finally:
             self._lock.release()
 
+    def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
+        """The token for Google's registries (KEP-2133; see :mod:`cpcreds_gcp.kubelet`), from the
+        same credentials as ``get_credential``: the held token while it is outside its refresh
+        window, else a new one. ``request.service_account_token`` is not used (the provider's own
+        identity pulls)."""
+        plan = AccessPlan(provider=self.kind, kind=self.kind, cluster=_NO_CLUSTER, timeout=timeout)
+        deadline = Deadline(timeout, margin=min(0.5, 0.1 * timeout))
+        if not self._lock.acquire(timeout=max(0.0, timeout)):
+            raise ProviderError(f"gcp: another token refresh did not finish within the {timeout:g}s timeout", provider=self.kind)
+        try:
+            held = self._held
+            if held is None or not self._fresh(held):
+                held = self._refresh(plan, deadline)
+            token = held.credential.token
+            refresh_at = held.refresh_at
+        finally:
+            self._lock.release()
+        assert token is not None  # _credential refuses anything but a bearer token
+        return image_response(token, refresh_at - time.time())
+
     def close(self) -> None:
         with self._lock:
             sessions, self._sessions = self._sessions, None
@@ -109,6 +134,9 @@ class GcpProvider:
         # (expiring, or refused with a 401): it must not get the same one back.
         if plan.key in held.given:
             return False
+        return self._fresh(held)
+
+    def _fresh(self, held: _Held) -> bool:
         credentials = self._source.credentials if self._source is not None else None
         return bool(credentials is not None and credentials.valid and time.time() < held.refresh_at)
 
