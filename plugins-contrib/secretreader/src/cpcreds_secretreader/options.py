@@ -17,6 +17,7 @@ __all__ = [
     "HubOptions",
     "SecretReaderOptions",
     "KubeconfigSecretReaderOptions",
+    "DockerConfigSecretReaderOptions",
     "render_secret_name",
     "is_secret_name",
     "is_namespace",
@@ -112,6 +113,42 @@ class KubeconfigSecretReaderOptions(HubOptions):
     kubeconfig come from the profile's exec extension (``name``, ``key``, ``namespace``,
     ``context``), as with the Go plugin. ``namespace`` here, when set, is the only namespace a
     profile may name."""
+
+
+class DockerConfigSecretReaderOptions(HubOptions):
+    """``type: dockerconfig-secretreader`` (the kubelet plugin ``cpcreds-secretreader-credential-provider``):
+    the registry credentials of the image pull Secret ``<namespace>/<secretName>``."""
+
+    #: The Secret's name (of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg).
+    secret_name: str = Field(alias="secretName")
+    #: How long the answer may be reused, in seconds (a Go duration in the config or a flag);
+    #: unset: the kubelet config's defaultCacheDuration.
+    cache_duration: float | None = Field(default=None, alias="cacheDuration")
+
+    @field_validator("secret_name")
+    @classmethod
+    def _secret_name(cls, value: str) -> str:
+        if not is_secret_name(value):
+            raise ValueError("must be a Secret name (lower-case letters, digits, '-' and '.', at most 253)")
+        return value
+
+    @field_validator("cache_duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError("must be a duration such as 10m or 1h")
+        if isinstance(value, str):
+            from cpcreds.images.protocol import ProtocolError, parse_duration
+
+            try:
+                value = parse_duration(value)
+            except ProtocolError:
+                raise ValueError("must be a duration such as 10m or 1h") from None
+        if not 0 <= value <= 366 * 86400:
+            raise ValueError("must be between 0s and a year")
+        return float(value)
 
 
 def _template_problem(template: str) -> str | None:

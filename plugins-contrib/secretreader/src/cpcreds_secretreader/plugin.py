@@ -5,6 +5,11 @@ read KUBERNETES_EXEC_INFO (v1 or v1beta1, with ``provideClusterInfo: true``) and
 Go plugins of kubernetes-sigs/cluster-inventory-api do. Flags set options: ``--namespace``,
 ``--kubeconfig``, ``--context``, and for ``cpcreds-secretreader`` ``--key`` and
 ``--secret-name`` (``{clusterName}`` is the profile's clusterName).
+
+``dockerconfig-secretreader`` (console script ``cpcreds-secretreader-credential-provider``) is
+the kubelet side (KEP-2133): registry credentials from an image pull Secret on the hub
+(``--secret-name``, ``--namespace``, ``--cache-duration``), as a kubelet image credential
+provider plugin or in-process for :class:`cpcreds.ImageCredentials`.
 """
 
 from __future__ import annotations
@@ -12,20 +17,25 @@ from __future__ import annotations
 from typing import Any
 
 from cpcreds.hookspecs import hookimpl
+from cpcreds.kubelet_plugin import kubelet_plugin_main
 from cpcreds.plugin import provider_main
 
-from .provider import KubeconfigSecretReaderProvider, SecretReaderProvider
+from .provider import DockerConfigSecretReaderProvider, KubeconfigSecretReaderProvider, SecretReaderProvider
 
-__all__ = ["cpcreds_register_providers", "secretreader_main", "kubeconfig_secretreader_main"]
+__all__ = ["cpcreds_register_providers", "secretreader_main", "kubeconfig_secretreader_main", "credential_provider_main"]
 
 
 @hookimpl
 def cpcreds_register_providers(register: Any) -> None:
     register("secretreader", SecretReaderProvider)
     register("kubeconfig-secretreader", KubeconfigSecretReaderProvider)
+    register("dockerconfig-secretreader", DockerConfigSecretReaderProvider)
 
 
 #: ``cpcreds-secretreader``: the drop-in for the Go ``secretreader`` plugin.
 secretreader_main = provider_main("secretreader", SecretReaderProvider)
 #: ``cpcreds-kubeconfig-secretreader``: the drop-in for the Go ``kubeconfig-secretreader`` plugin.
 kubeconfig_secretreader_main = provider_main("kubeconfig-secretreader", KubeconfigSecretReaderProvider)
+#: ``cpcreds-secretreader-credential-provider``: a kubelet image credential provider plugin
+#: (KEP-2133) answering from an image pull Secret on the hub (``--secret-name``).
+credential_provider_main = kubelet_plugin_main("dockerconfig-secretreader", DockerConfigSecretReaderProvider)

@@ -16,12 +16,14 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from cpcreds.access import AccessPlan
-from cpcreds.api import EXEC_EXTENSION
+from cpcreds.api import EXEC_EXTENSION, ExecCluster
 from cpcreds.credential import Credential
 from cpcreds.errors import ProviderError
+from cpcreds.images.protocol import CACHE_KEY_GLOBAL, CredentialProviderRequest, CredentialProviderResponse
 
 from .hub import HUB_CLIENTS, SERVICE_ACCOUNT_DIR, HubClient, HubClients, HubError, HubSource, default_namespace, resolve_hub_source
 from .options import (
+    DockerConfigSecretReaderOptions,
     HubOptions,
     KubeconfigSecretReaderOptions,
     SecretReaderOptions,
@@ -32,7 +34,7 @@ from .options import (
 )
 from .secret import SecretContentError, bearer_token, data_value, token_expiry
 
-__all__ = ["SecretReaderProvider", "KubeconfigSecretReaderProvider"]
+__all__ = ["SecretReaderProvider", "KubeconfigSecretReaderProvider", "DockerConfigSecretReaderProvider"]
 
 
 def _shown(value: object) -> str:
@@ -220,6 +222,56 @@ class KubeconfigSecretReaderProvider(_HubProvider):
                 provider=plan.provider,
             )
         return pinned or named or self._default_namespace(hub)
+
+
+class DockerConfigSecretReaderProvider(_HubProvider):
+    """``type: dockerconfig-secretreader``: registry credentials for container images (KEP-2133)
+    from the image pull Secret ``<namespace>/<secretName>`` on the hub, of type
+    ``kubernetes.io/dockerconfigjson`` or ``kubernetes.io/dockercfg`` (see
+    :mod:`cpcreds_secretreader.dockerconfig`). The answer holds every registry of the Secret and
+    does not depend on the image, so it is cached once for all images (``cacheKeyType: Global``)
+    for ``cacheDuration`` (unset: the consumer's ``defaultCacheDuration``); the Secret is read
+    again when that runs out. Options:
+    :class:`~cpcreds_secretreader.options.DockerConfigSecretReaderOptions`. It gives no cluster
+    credentials (``get_credential`` says so)."""
+
+    kind = "dockerconfig-secretreader"
+    options: DockerConfigSecretReaderOptions
+
+    def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(DockerConfigSecretReaderOptions.model_validate(dict(options)), **kwargs)
+
+    def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
+        # The hub helpers name the provider and bound the read by a plan's fields.
+        plan = AccessPlan(provider=self.kind, kind=self.kind, cluster=_NO_CLUSTER, timeout=timeout)
+        hub = self._hub(plan)
+        namespace = self._default_namespace(hub)
+        name = self.options.secret_name
+        where = f"Secret {namespace}/{name}"
+        secret = self._read_secret(plan, hub, namespace, name)
+        from .dockerconfig import DATA_KEYS, registry_auths
+
+        problem = None
+        try:
+            kind = secret.get("type")
+            data_key = DATA_KEYS.get(kind) if isinstance(kind, str) else None
+            if data_key is None:
+                shown = repr(kind) if isinstance(kind, str) and len(kind) <= 64 and kind.isprintable() else "another type"
+                raise SecretContentError(f"{where} is of type {shown}, not kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg")
+            auths = registry_auths(data_value(secret, data_key, where), data_key, where)
+            return CredentialProviderResponse(CACHE_KEY_GLOBAL, auths, cache_duration=self.options.cache_duration)
+        except SecretContentError as exc:
+            problem = str(exc)
+        raise ProviderError(problem, provider=self.kind)
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        raise ProviderError(
+            "answers only for container images (KEP-2133), not for clusters: use type secretreader for cluster tokens", provider=plan.provider
+        )
+
+
+# Image requests name no cluster.
+_NO_CLUSTER = ExecCluster(server="")
 
 
 def _bounded_by_certificate(credential: Credential, what: str) -> Credential:
