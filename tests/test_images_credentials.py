@@ -517,3 +517,14 @@ def test_unreadable_token_file_is_an_error_that_does_not_quote_it(node: Node) ->
         with pytest.raises(ImageCredentialError, match="not UTF-8") as caught:
             images.get("registry.io/app")
     assert SECRET not in str(caught.value) and caught.value.__context__ is None
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [({"timeout": 0}, "timeout"), ({"timeout": float("nan")}, "timeout"), ({"max_entries": 0}, "max_entries"),
+     ({"purge_interval": -1}, "purge_interval"), ({"service_account_annotations": {"a": 1}}, "annotations")],
+)
+def test_bad_options_are_image_credential_errors(node: Node, options: dict[str, Any], words: str) -> None:
+    node.plugin("p")
+    with pytest.raises(ImageCredentialError, match=words):
+        node.open(provider_entry("p", "registry.io"), **options)

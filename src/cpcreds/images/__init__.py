@@ -1,5 +1,12 @@
 """KEP-2133 image credential providers: the kubelet's exec protocol for registry credentials.
 
 cpcreds runs the kubelet's credential provider plugins for Python programs
-(:class:`cpcreds.ImageCredentials`) and ships its own providers as kubelet plugins.
+(:class:`cpcreds.ImageCredentials`, ``cpcreds image-credential``; docs/images.md) and ships its
+own providers as kubelet plugins.
+
+Modules, in the order a lookup goes through them: :mod:`.config` (the CredentialProviderConfig),
+:mod:`.reference` (image references as the kubelet normalises them), :mod:`.match` (matchImages
+and auth keys), :mod:`.cache` (answers by cacheKeyType, one run per key), :mod:`.runner` (one
+plugin run), :mod:`.protocol` (the wire types), :mod:`.credentials` (ImageCredentials and its
+results), :mod:`.command` (the CLI command).
 """

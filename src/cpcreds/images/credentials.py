@@ -208,6 +208,12 @@ class ImageCredentials:
         max_entries: int = DEFAULT_MAX_ENTRIES,
         purge_interval: float = DEFAULT_PURGE_INTERVAL,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise ImageCredentialError("timeout must be a positive number of seconds")
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ImageCredentialError("max_entries must be a whole number of at least 1")
+        if isinstance(purge_interval, bool) or not isinstance(purge_interval, (int, float)) or not 0 <= purge_interval < math.inf:
+            raise ImageCredentialError("purge_interval must be a number of seconds, 0 or more")
         annotations = dict(service_account_annotations or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()):
             raise ImageCredentialError("service_account_annotations must map strings to strings")
