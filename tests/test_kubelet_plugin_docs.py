@@ -9,11 +9,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from cpcreds.images.protocol import API_VERSION_V1, AuthConfig, encode_request, parse_response
+from tests.fakes.pki import PKI
+from tests.fakes.registry import FakeRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "kubelet-plugins.md"
@@ -155,3 +159,81 @@ def test_the_wire_module_examples_hold() -> None:
 
     assert 'parse_duration("1h0m0s") == 3600.0' in TEXT and parse_duration("1h0m0s") == 3600.0
     assert 'format_duration(3600) == "1h0m0s"' in TEXT and format_duration(3600) == "1h0m0s"
+
+
+# -- end to end: cpcreds' consumer runs cpcreds' plugins from the sample config ---------------------
+
+
+def _sample_config(tmp_path: Path, kubeconfig: Path, **match_images: list[str]) -> Path:
+    """The sample config with the hub kubeconfig at ``kubeconfig`` and, per provider name, other
+    matchImages (the local registry's host)."""
+    config = yaml.safe_load(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
+    for provider in config["providers"]:
+        provider["args"] = [a.replace("/etc/kubernetes/hub.kubeconfig", str(kubeconfig)) for a in provider.get("args", [])]
+        provider["matchImages"] = match_images.get(provider["name"], provider["matchImages"])
+    path = tmp_path / "credential-providers.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def both_plugins() -> Path:
+    """The bin dir holding cpcreds-gcp-credential-provider and cpcreds-secretreader-credential-provider."""
+    pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
+    pytest.importorskip("cpcreds_secretreader", reason="install plugins-contrib/secretreader")
+    return Path(sys.executable).parent
+
+
+def _pull_secret(auths: dict[str, Any]) -> dict[str, Any]:
+    from tests.fakes.hub import secret
+
+    return secret("image-pull", "registry-pull", {".dockerconfigjson": json.dumps({"auths": auths})}, type="kubernetes.io/dockerconfigjson")
+
+
+def test_image_credentials_run_the_sample_configs_plugins(both_plugins: Path, hub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    from cpcreds import ImageCredentials
+    from tests.fakes.fixtures import HUB_TOKEN
+    from tests.fakes.google import FakeMetadataServer
+
+    hub.put(_pull_secret({"registry.example.com": {"auth": base64.b64encode(b"robot:r0b0t-pa55").decode()}}))
+    kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "KUBECONFIG", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    with FakeMetadataServer() as metadata:
+        monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
+        with ImageCredentials.from_kubelet_config(_sample_config(tmp_path, kubeconfig), both_plugins, timeout=30) as images:
+            google = images.get("us-docker.pkg.dev/fleet/apps/checkout:1.4")
+            again = images.get("us-docker.pkg.dev/fleet/apps/cart:2")  # the same registry: cached (cacheKeyType Registry)
+            private = images.get("registry.example.com/team/app:1")
+            public = images.get("docker.io/library/nginx:1.27")
+        [issued] = metadata.issued
+    assert [(c.key, c.username, c.password) for c in google] == [("*.pkg.dev", "oauth2accesstoken", issued.token)]
+    assert [c.password for c in again] == [issued.token]
+    assert [(c.key, c.username, c.password) for c in private] == [("registry.example.com", "robot", "r0b0t-pa55")]
+    assert list(public) == []
+
+
+def test_the_cli_docker_config_opens_the_registry(both_plugins: Path, hub: Any, pki: PKI, tmp_path: Path) -> None:
+    import base64
+
+    from tests.fakes.fixtures import HUB_TOKEN
+
+    with FakeRegistry(pki, users={"robot": "r0b0t-pa55"}) as registry:
+        hub.put(_pull_secret({registry.host: {"auth": base64.b64encode(b"robot:r0b0t-pa55").decode()}}))
+        kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
+        config = _sample_config(tmp_path, kubeconfig, **{"cpcreds-secretreader-credential-provider": [registry.host]})
+        result = subprocess.run(
+            [str(both_plugins / "cpcreds"), "image-credential", f"{registry.host}/team/app:1", "-o", "docker-config",
+             "--image-credential-provider-config", str(config), "--image-credential-provider-bin-dir", str(both_plugins)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        [entry] = json.loads(result.stdout)["auths"].values()
+        username, password = base64.b64decode(entry["auth"]).decode().split(":", 1)
+        ca = tmp_path / "ca.pem"
+        ca.write_bytes(pki.ca_pem)
+        assert requests.get(f"{registry.url}/v2/", verify=str(ca), timeout=10).status_code == 401
+        assert requests.get(f"{registry.url}/v2/", auth=(username, password), verify=str(ca), timeout=10).status_code == 200
