@@ -212,9 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         "check a provider config: fields, provider types, plugin options",
         "Load the provider config, check every field, and build every provider (is each type "
-        "installed, are its options valid). Runs no plugin and reads no credential.",
+        "installed, are its options valid). With --profile, also resolve each ClusterProfile of "
+        "the file and say which provider it uses and which form its additional-args take. "
+        "Runs no plugin and reads no credential.",
     )
     _add_config_option(val)
+    val.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="also check the ClusterProfiles of FILE (YAML/JSON, a List too; - for stdin) against the config",
+    )
     val.set_defaults(handler=_cmd_validate)
 
     plug = add(
@@ -600,10 +607,61 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
             if shutil.which(command) is None:
                 line += " -- warning: executable not found here"
         lines.append(line)
+    if args.profile is not None:
+        from .profiles import load_profiles
+
+        profiles = load_profiles(args.profile)  # read and checked before anything is printed
+        report = [_profile_report(config, profile) for profile in profiles]
     print(f"{config.source}: {len(config.providers)} provider(s), valid")
     if lines:
         print("\n".join(lines))
+    if args.profile is not None:
+        print(f"{'<stdin>' if args.profile == '-' else args.profile}: {len(report)} ClusterProfile(s), valid")
+        print("\n".join(line for block in report for line in block))
     return 0
+
+
+#: How ``validate --profile`` names the two forms of the additional-args extension.
+_ARGS_FORMS = {
+    "list": "list form (KEP-5339; not storable under the published ClusterProfile CRD, whose extension is an object)",
+    "object": "object form {args: [...]} (storable under the published ClusterProfile CRD)",
+}
+
+
+def _profile_report(config: ProviderConfig, profile: dict[str, Any]) -> list[str]:
+    """``validate --profile``'s lines for one profile: the provider it uses (and those failover
+    would try), and for each provider whose cluster carries additional-args, the form, the count
+    and whether the config's policy appends them. A malformed extension raises its ProfileError
+    whatever the policy: validate is where a hub's mistakes should show."""
+    from .access import additional_args_form, parse_additional_args, parse_profile, resolve_chain
+    from .api import ADDITIONAL_ARGS_EXTENSION
+
+    chain = resolve_chain(config, profile)
+    model = parse_profile(profile)
+    used = f"uses {chain[0].provider}"
+    if len(chain) > 1:
+        used += f" (failover: then {', '.join(candidate.provider for candidate in chain[1:])})"
+    lines = [f"  {model.ref}: {used}"]
+    offered = {p.name: p for p in (*model.status.credential_providers, *model.status.access_providers)}
+    for name, provider in offered.items():
+        extensions = {e.name: e.extension for e in provider.cluster.extensions} if provider.cluster is not None else {}
+        if ADDITIONAL_ARGS_EXTENSION not in extensions:
+            continue
+        raw = extensions[ADDITIONAL_ARGS_EXTENSION]
+        where = f"status.accessProviders[name={name}].cluster.extensions[{ADDITIONAL_ARGS_EXTENSION}]"
+        count = len(parse_additional_args(raw, where, model.ref))
+        form = _ARGS_FORMS.get(str(additional_args_form(raw)), "null (no arguments)")
+        entry = config.get(name)
+        if entry is None:
+            use = "not used: no configured provider has this name"
+        elif entry.exec_config is None:
+            use = "not used: an in-process provider"
+        elif entry.profile_sourced_cli_args_policy == "Append":
+            use = "appended (profileSourcedCLIArgsPolicy: Append)"
+        else:
+            use = "ignored (profileSourcedCLIArgsPolicy: Ignore)"
+        lines.append(f"    {name}: additional-args: {form}; {count} arg(s), {use}")
+    return lines
 
 
 def _cmd_pin(args: argparse.Namespace, settings: Settings) -> int:

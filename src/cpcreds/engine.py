@@ -286,6 +286,11 @@ class CredentialEngine:
         identity = _profile_identity(profile)
         plan = self._plans.get(identity) or self._resolve(profile, identity)
         if plan.provider in self._failover_providers:
+            route = self._routes.get(identity)
+            if route is not None and route.primary is plan and not route.current:
+                credential = self._hit(plan)  # the preferred provider answers: as fast as without failover
+                if credential is not None:
+                    return credential
             return self._answer(self._route(profile, identity, plan)).credential
         return self.get_credential_for_plan(plan)
 
@@ -484,7 +489,13 @@ class CredentialEngine:
         chain = route.built
         if not current or chain is None:
             return None
-        now, mono = self._clock(), time.monotonic()
+        mono = time.monotonic()
+        if mono < route.until:  # every provider before the answering one is backing off still
+            plan = chain[current].plan
+            assert plan is not None
+            credential = self._hit(plan)
+            return None if credential is None else Answer(credential, plan)
+        now = self._clock()
         for candidate in chain[:current]:
             if candidate.plan is not None and not self._unavailable(candidate.plan, now, mono):
                 return None
@@ -554,6 +565,8 @@ class CredentialEngine:
             else:
                 if credential is not None:
                     self._moved(route, index, attempts)
+                    if index:
+                        route.until = self._skip_until(chain, index)
                     return Answer(credential, plan)
                 if flight is None:  # fetched in the background; a later provider answers meanwhile
                     error = self._last_error(plan)
@@ -563,6 +576,8 @@ class CredentialEngine:
                         continue  # nobody's failure: claim again
                     if flight.credential is not None:
                         self._moved(route, index, attempts)
+                        if index:
+                            route.until = self._skip_until(chain, index)
                         return Answer(flight.credential, plan)
                     assert flight.error is not None
                     error = _fresh_copy(flight.error)
@@ -575,6 +590,24 @@ class CredentialEngine:
         if len(attempts) == 1:
             raise attempts[0][1]
         raise AllProvidersFailed(route.ref, tuple(attempts))
+
+    def _skip_until(self, chain: tuple[Any, ...] | None, index: int) -> float:
+        """Until when (monotonic) every candidate before ``index`` is backing off without a
+        valid credential, so that the lock-free path may answer from ``index`` without looking
+        at them; 0.0 when one of them is being fetched or may answer."""
+        if chain is None:
+            return 0.0
+        until, now = float("inf"), self._clock()
+        for candidate in chain[:index]:
+            if candidate.plan is None:  # a plan that cannot be built never answers
+                continue
+            entry = self._entries.get(candidate.plan.key)
+            if entry is None or entry.flight is not None or entry.error is None:
+                return 0.0
+            if entry.fresh[0] is not None and now < entry.expires_at:
+                return 0.0
+            until = min(until, entry.retry_at)
+        return until
 
     def _last_error(self, plan: AccessPlan) -> CredentialError:
         with self._lock:

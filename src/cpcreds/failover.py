@@ -94,13 +94,16 @@ class Route:
     without it (an int read is atomic); the chain is built once, on the first failure, and is
     pure, so two threads building it at once build equal chains."""
 
-    __slots__ = ("primary", "ref", "current", "_profile", "_chain")
+    __slots__ = ("primary", "ref", "current", "until", "_profile", "_chain")
 
     def __init__(self, primary: AccessPlan, profile: ClusterProfile | Mapping[str, Any]) -> None:
         self.primary = primary
         self.ref = profile_label(profile)
         #: Index in the chain of the candidate whose credential this profile was last handed.
         self.current = 0
+        #: Monotonic time until which every candidate before ``current`` is backing off (so the
+        #: lock-free path answers from ``current`` without looking at them).
+        self.until = 0.0
         self._profile = profile
         self._chain: tuple[Candidate, ...] | None = None
 
