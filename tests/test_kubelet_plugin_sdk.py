@@ -30,7 +30,6 @@ from cpcreds.images.protocol import (
     parse_response,
 )
 from cpcreds.kubelet_plugin import read_request
-from cpcreds.plugin import PluginRequestError
 from tests.fakes.pki import PKI
 from tests.fakes.registry import FakeRegistry
 
@@ -218,7 +217,13 @@ def test_a_provider_gets_the_time_left_and_reports_its_own_timeout(provider_plug
 
 @pytest.mark.parametrize("value", ["soon", "-1s", "0"])
 def test_a_bad_timeout_setting_is_named(function_plugin: Path, value: str) -> None:
-    assert "CPCREDS_DEFAULT_TIMEOUT" in error_line(run(function_plugin, encode_request("a.io/b"), CPCREDS_DEFAULT_TIMEOUT=value))
+    assert "robot-credential-provider.py: CPCREDS_DEFAULT_TIMEOUT: " in error_line(run(function_plugin, encode_request("a.io/b"), CPCREDS_DEFAULT_TIMEOUT=value))
+
+
+def test_a_function_plugin_does_not_load_the_provider_machinery() -> None:
+    code = "import sys, cpcreds.kubelet_plugin; print('cpcreds.plugin' in sys.modules, 'pydantic' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["False", "False"], result.stderr
 
 
 @pytest.mark.parametrize(
@@ -292,7 +297,7 @@ def test_a_request_larger_than_the_bound_is_refused_without_reading_it_all() -> 
 def test_a_terminal_is_refused_in_process() -> None:
     controller, terminal = pty.openpty()
     try:
-        with open(terminal, "rb", buffering=0, closefd=False) as stream, pytest.raises(PluginRequestError, match="terminal"):
+        with open(terminal, "rb", buffering=0, closefd=False) as stream, pytest.raises(ProtocolError, match="terminal"):
             read_request(stream)  # type: ignore[arg-type]
     finally:
         os.close(controller)

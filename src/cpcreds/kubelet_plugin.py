@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, NoReturn
 
-from .errors import CredentialError, ProviderError
+from .errors import ConfigError, CredentialError, ProviderError
 from .images.protocol import (
     API_VERSION_V1,
     API_VERSION_V1ALPHA1,
@@ -59,7 +59,9 @@ from .images.protocol import (
     parse_request,
 )
 from .logs import redact_text
-from .plugin import PluginRequestError, _build_provider, _close, parse_option_flags
+
+# cpcreds.plugin (flags, building a provider) is imported by run_image_provider only: a function
+# plugin starts without it and its pydantic models (about 150 ms of every run).
 
 __all__ = [
     "API_VERSION_V1",
@@ -101,13 +103,13 @@ def read_request(stream: IO[bytes] | None = None, *, max_bytes: int = MAX_REQUES
 
     At most ``max_bytes`` are read: a longer input is refused without reading the rest. Raises
     :class:`~cpcreds.images.protocol.ProtocolError` (a :class:`~cpcreds.CredentialError`) for an
-    empty, oversized or invalid request, and :class:`~cpcreds.plugin.PluginRequestError` when
-    stdin is a terminal (the plugin was run by hand without a request).
+    empty, oversized or invalid request, and when stdin is a terminal (the plugin was run by hand
+    without a request: it says so rather than wait).
     """
     source = stream if stream is not None else sys.stdin.buffer
     isatty = getattr(source, "isatty", None)
     if callable(isatty) and isatty():
-        raise PluginRequestError("reads a CredentialProviderRequest on stdin (it is a terminal)")
+        raise ProtocolError("reads a CredentialProviderRequest on stdin (it is a terminal)")
     chunks: list[bytes] = []
     size = 0
     while size <= max_bytes:
@@ -145,11 +147,11 @@ def _timeout(timeout: float | None) -> float:
     try:
         seconds = parse_duration(raw)
     except ProtocolError as exc:
-        problem = f"{TIMEOUT_ENV}: {exc}"
+        problem = str(exc)
     if problem is not None:
-        raise PluginRequestError(problem)
+        raise ConfigError(problem, source=TIMEOUT_ENV)
     if seconds <= 0:
-        raise PluginRequestError(f"{TIMEOUT_ENV} must be longer than zero")
+        raise ConfigError("must be longer than zero", source=TIMEOUT_ENV)
     return seconds
 
 
@@ -253,6 +255,8 @@ def run_image_provider(
     line on stderr (prefixed by the program's name) and exit 1. ``-h``/``--help`` describes the
     provider and exits 0.
     """
+    from .plugin import _build_provider, _close, parse_option_flags
+
     label = os.path.basename(sys.argv[0] or "") or name
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] in (["-h"], ["--help"]):

@@ -176,3 +176,29 @@ def test_the_docs_console_example_runs_as_shown(metadata: FakeMetadataServer) ->
     for auth in shown["auth"].values():
         auth["password"] = issued.token
     assert answer == shown
+
+
+def test_in_process_concurrent_image_requests_share_one_token(monkeypatch) -> None:
+    import threading
+
+    with FakeMetadataServer() as server:
+        monkeypatch.setenv("GCE_METADATA_HOST", server.host)
+        provider = GcpProvider({})
+        start = threading.Barrier(16)
+        answers: list[str] = []
+
+        def ask(index: int) -> None:
+            start.wait()
+            response = provider.get_image_credential(CredentialProviderRequest(f"gcr.io/p/app-{index}"), timeout=10)
+            answers.append(response.auth["gcr.io"].password)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(16)]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+        finally:
+            provider.close()
+        [issued] = server.issued
+    assert answers == [issued.token] * 16
