@@ -240,3 +240,22 @@ def test_a_value_starting_with_an_angle_bracket_is_redacted_but_our_placeholders
     assert redact_text("token: <00000\n") == "token: [REDACTED]\n"
     assert redact_text("password=<hunter2>") == "password=[REDACTED]"
     assert redact_text("token: <a str of length 5, not shown>") == "token: <a str of length 5, not shown>"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("provider token: abc123", "provider token: [REDACTED]"),
+        ("PROVIDER token: abc123", "PROVIDER token: [REDACTED]"),
+        ("field token: abc123", "field token: [REDACTED]"),
+        ("option key: abc123", "option key: [REDACTED]"),
+    ],
+)
+def test_strict_redaction_of_outside_text_has_no_exceptions(text: str, expected: str) -> None:
+    # A plugin's stderr or Status message may say "provider token: ..." and mean it.
+    assert redact_text(text, strict=True) == expected
+
+
+def test_cpcreds_own_wording_stays_readable_only_in_lowercase() -> None:
+    assert redact_text("option key: is not a known field") == "option key: is not a known field"
+    assert redact_text("PROVIDER token: abc123") == "PROVIDER token: [REDACTED]"

@@ -102,9 +102,14 @@ _JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*
 # cpcreds names a provider in its errors) is not JSON.
 _QUOTED_KEY = re.compile(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_ESCAPED_QUOTED}|{_QUOTED})")
 # token: ..., clientKeyData: ... (YAML, logfmt-ish); a hyphenated name is a program's prefix.
-# Not after "provider " or "field ": cpcreds' own "provider my_token: exec: ..." and
-# "field options.clientSecret: Field required" name things, they do not assign them.
-_COLON = re.compile(rf"(?i){_NAME_START}(?<!provider )(?<!field )({_NAME_NO_HYPHEN})(\s*:\s+|:)({_VALUE})")
+# Not after "provider ", "field " or "option " (lowercase, as cpcreds writes them): cpcreds' own
+# "provider my_token: exec: ...", "field options.clientSecret: Field required" and "option key:
+# is not a known field" name things, they do not assign them. Text from outside (a plugin's
+# stderr or Status message) is redacted with strict=True, which has no such exception: there,
+# "provider token: abc" is a secret.
+_COLON_PATTERN = rf"{_NAME_START}((?i:{_NAME_NO_HYPHEN}))(\s*:\s+|:)((?i:{_VALUE}))"
+_COLON = re.compile(rf"(?<!provider )(?<!field )(?<!option ){_COLON_PATTERN}")
+_COLON_STRICT = re.compile(_COLON_PATTERN)
 # --token VALUE, --client-secret VALUE (the "=" form is an assignment below)
 _FLAG = re.compile(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
 # VAULT_TOKEN=..., api_key=..., --password=..., ?access_token=...&
@@ -205,10 +210,13 @@ def _redact_headless_pem(text: str) -> str:
 _PEM_BODY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=- \t\r\n\\")
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, *, strict: bool = False) -> str:
     """``text`` with secrets blanked: private keys (whole or cut), bearer/basic credentials, JWTs,
     passwords in URLs, and the values of secret-named headers, flags, JSON/YAML keys and
-    ``NAME=value`` assignments (``VAULT_TOKEN=…``, ``--password=…``, ``?access_token=…``)."""
+    ``NAME=value`` assignments (``VAULT_TOKEN=…``, ``--password=…``, ``?access_token=…``).
+
+    ``strict=True`` is for text cpcreds did not write (a plugin's output, a server's message):
+    it drops the exceptions kept for cpcreds' own wording (``provider my_token: exec: …``)."""
     if "PRIVATE KEY" in text:
         text = _PEM_BLOCK.sub(REDACTED, text)
         if "PRIVATE KEY" in text:
@@ -225,7 +233,7 @@ def redact_text(text: str) -> str:
         text = _URL_USER.sub(rf"\1{REDACTED}@", text)
     text = _JWT.sub(REDACTED, text)
     text = _QUOTED_KEY.sub(_sub_quoted_key, text)
-    text = _COLON.sub(_sub_colon, text)
+    text = (_COLON_STRICT if strict else _COLON).sub(_sub_colon, text)
     text = _FLAG.sub(_sub_flag, text)
     text = _ASSIGN.sub(_sub_assign, text)
     return text

@@ -188,14 +188,14 @@ def _status_message(stdout: bytes | bytearray) -> str | None:
         details.append(f"code {code}")
     if details:
         said += f" ({', '.join(details)})"
-    return redact_text(said)
+    return redact_text(said, strict=True)
 
 
 def _tail(data: bytes) -> str:
     text = data.decode("utf-8", "replace").strip()
     text = " ".join(text.split())  # one line: error messages are one line
     # A plugin may echo a token or key while failing; error messages must never carry one.
-    return redact_text(text[-STDERR_TAIL_BYTES:])
+    return redact_text(text[-STDERR_TAIL_BYTES:], strict=True)
 
 
 def _kill_group(pgid: int) -> None:

@@ -238,7 +238,7 @@ class HubSource:
 
 def _status_message(item: Any) -> str:
     if isinstance(item, dict):
-        return redact_text(str(item.get("message") or item.get("reason") or "unknown error"))[:300]
+        return redact_text(str(item.get("message") or item.get("reason") or "unknown error"), strict=True)[:300]
     return "unknown error"
 
 
