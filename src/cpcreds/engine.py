@@ -285,7 +285,7 @@ class CredentialEngine:
         ``SystemExit``, which pass through untouched)."""
         identity = _profile_identity(profile)
         plan = self._plans.get(identity) or self._resolve(profile, identity)
-        if plan.provider in self._failover_providers:
+        if self._failover_providers and plan.provider in self._failover_providers:
             route = self._routes.get(identity)
             if route is not None and route.primary is plan and not route.current:
                 credential = self._hit(plan)  # the preferred provider answers: as fast as without failover
@@ -336,7 +336,7 @@ class CredentialEngine:
         """
         identity = _profile_identity(profile)
         plan = self._plans.get(identity) or self._resolve(profile, identity)
-        if plan.provider in self._failover_providers:
+        if self._failover_providers and plan.provider in self._failover_providers:
             return (await self._aanswer(self._route(profile, identity, plan))).credential
         return await self.aget_credential_for_plan(plan)
 
@@ -438,7 +438,11 @@ class CredentialEngine:
             route = Route(plan, profile)
             if identity is not None:
                 with self._lock:
-                    route = self._routes.setdefault(identity, route)
+                    known = self._routes.get(identity)
+                    if known is not None and known.primary is plan:
+                        return known  # another thread made it meanwhile
+                    # None, or made for a plan object this identity no longer maps to
+                    self._routes[identity] = route
         return route
 
     def _answer(self, route: Route) -> Answer:
