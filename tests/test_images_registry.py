@@ -30,13 +30,6 @@ def registry(pki: PKI) -> Iterator[FakeRegistry]:
 
 
 @pytest.fixture
-def ca_file(pki: PKI, tmp_path: Path) -> str:
-    path = tmp_path / "ca.pem"
-    path.write_bytes(pki.ca_pem)
-    return str(path)
-
-
-@pytest.fixture
 def node(tmp_path: Path, registry: FakeRegistry) -> tuple[Path, Path]:
     """A node whose plugin answers the registry's robot account for 127.0.0.1:<port>."""
     install(tmp_path / "bin", "local-registry", "--auth", f"REGISTRY=robot:{PASSWORD}", "--auth", f"{registry.host}/other=nobody:x")

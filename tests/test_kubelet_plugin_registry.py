@@ -4,7 +4,6 @@ proven with an ordinary HTTPS client (requests) rather than with cpcreds."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -17,13 +16,6 @@ from tests.fakes.registry import UNAUTHORIZED_BODY, FakeRegistry, RegistryReques
 def registry(pki: PKI) -> Iterator[FakeRegistry]:
     with FakeRegistry(pki, users={"robot": "pa:ss"}, realm="fake realm") as server:
         yield server
-
-
-@pytest.fixture
-def ca_file(pki: PKI, tmp_path: Path) -> str:
-    path = tmp_path / "ca.pem"
-    path.write_bytes(pki.ca_pem)
-    return str(path)
 
 
 def test_without_credentials_v2_is_a_basic_challenge(registry: FakeRegistry, ca_file: str) -> None:

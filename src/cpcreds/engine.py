@@ -58,11 +58,10 @@ from .errors import (
     NO_ERROR,
     InteractiveModeError,
     PluginError,
-    PluginNotFound,
     PluginOutputError,
-    PluginTimeout,
     ProviderError,
     ProviderTimeout,
+    result_label,
 )
 from .failover import Answer, Route, failover_reason, moves_on
 from .flight import Flight
@@ -125,22 +124,6 @@ class _Entry:
     @property
     def credential(self) -> Credential | None:
         return self.fresh[0]
-
-
-def _result_label(exc: BaseException) -> str:
-    if isinstance(exc, PluginNotFound):
-        return "plugin_not_found"
-    if isinstance(exc, PluginTimeout):
-        return "plugin_timeout"
-    if isinstance(exc, ProviderTimeout):
-        return "provider_timeout"
-    if isinstance(exc, PluginOutputError):
-        return "plugin_output_error"
-    if isinstance(exc, InteractiveModeError):
-        return CLIENT_INTERNAL_ERROR
-    if isinstance(exc, ProviderError):
-        return "plugin_execution_error" if exc.call_status == "plugin_execution_error" and exc.exit_code is not None else "provider_error"
-    return CLIENT_INTERNAL_ERROR
 
 
 def _fresh_copy(error: CredentialError) -> CredentialError:
@@ -818,7 +801,7 @@ class CredentialEngine:
 
     def _record(self, plan: AccessPlan, error: CredentialError | None, duration: float) -> None:
         metrics = self.metrics
-        result = "success" if error is None else _result_label(error)
+        result = "success" if error is None else result_label(error)
         children = self._metric_children.get((plan.provider, result))
         if children is None:  # labels() costs a lock and a tuple per call; look them up once
             children = (metrics.request_duration.labels(plan.provider), metrics.requests.labels(plan.provider, result))

@@ -8,6 +8,7 @@ stdout is never quoted, only its size and shape.
 from __future__ import annotations
 
 __all__ = [
+    "result_label",
     "CredentialError",
     "EngineClosed",
     "ConfigError",
@@ -189,3 +190,23 @@ def _reason(provider: str, error: BaseException) -> str:
     text = " ".join(str(error).split())
     prefix = f"provider {provider}: "
     return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def result_label(exc: BaseException) -> str:
+    """The class of a provider failure, as the ``result`` label of
+    ``cpcreds_credential_requests_total`` (and ``reason`` of ``cpcreds_failover_total``) names it:
+    plugin_not_found, plugin_timeout, provider_timeout, plugin_output_error,
+    plugin_execution_error, provider_error or client_internal_error. Never error text."""
+    if isinstance(exc, PluginNotFound):
+        return "plugin_not_found"
+    if isinstance(exc, PluginTimeout):
+        return "plugin_timeout"
+    if isinstance(exc, ProviderTimeout):
+        return "provider_timeout"
+    if isinstance(exc, PluginOutputError):
+        return "plugin_output_error"
+    if isinstance(exc, InteractiveModeError):
+        return CLIENT_INTERNAL_ERROR
+    if isinstance(exc, ProviderError):
+        return "plugin_execution_error" if exc.call_status == "plugin_execution_error" and exc.exit_code is not None else "provider_error"
+    return CLIENT_INTERNAL_ERROR

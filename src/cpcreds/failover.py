@@ -21,17 +21,7 @@ from .access import AccessPlan, Candidate, resolve_chain
 from .api import ClusterProfile
 from .config import ProviderConfig
 from .credential import Credential
-from .errors import (
-    CredentialError,
-    PluginError,
-    PluginNotAllowed,
-    PluginNotFound,
-    PluginOutputError,
-    PluginTimeout,
-    ProfileError,
-    ProviderError,
-    ProviderTimeout,
-)
+from .errors import CredentialError, PluginNotAllowed, ProfileError, ProviderError, result_label
 from .profiles import profile_ref
 
 __all__ = ["Answer", "Route", "FAILOVER_REASONS", "failover_reason", "moves_on", "profile_label"]
@@ -45,6 +35,7 @@ FAILOVER_REASONS = (
     "plugin_execution_error",
     "plugin_output_error",
     "provider_error",
+    "client_internal_error",
     "profile_error",
 )
 
@@ -59,20 +50,9 @@ class Answer(NamedTuple):
 
 
 def failover_reason(error: BaseException) -> str:
-    """The ``reason`` label for a failover away from a provider that failed with ``error``."""
-    if isinstance(error, ProfileError):
-        return "profile_error"
-    if isinstance(error, PluginNotFound):
-        return "plugin_not_found"
-    if isinstance(error, PluginTimeout):
-        return "plugin_timeout"
-    if isinstance(error, ProviderTimeout):
-        return "provider_timeout"
-    if isinstance(error, PluginOutputError):
-        return "plugin_output_error"
-    if isinstance(error, PluginError):
-        return "plugin_execution_error"
-    return "provider_error"
+    """The ``reason`` label for a failover away from a provider that failed with ``error``: the
+    class :func:`~cpcreds.errors.result_label` gives it, or ``profile_error``."""
+    return "profile_error" if isinstance(error, ProfileError) else result_label(error)
 
 
 def moves_on(error: BaseException) -> bool:

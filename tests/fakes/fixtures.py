@@ -23,6 +23,14 @@ def pki() -> PKI:
     return PKI()
 
 
+@pytest.fixture
+def ca_file(pki: PKI, tmp_path: Any) -> str:
+    """The fakes' CA certificate in a PEM file, for clients that take a path (requests' verify=)."""
+    path = tmp_path / "ca.pem"
+    path.write_bytes(pki.ca_pem)
+    return str(path)
+
+
 def _servers(build: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
     """A factory fixture's body: ``make(**kwargs)`` builds and starts a server; every server made
     is stopped after the test, even if the test fails."""

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._parse import DocumentError, load_document, read_bounded
+from ..config import json_type_name
 from ..errors import ConfigError
 from .match import Pattern, PatternError, compile_pattern
 from .protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS, ProtocolError, parse_duration
@@ -127,23 +128,7 @@ class CredentialProviderConfig:
 def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if _SHOWABLE.fullmatch(value) else "the value"
-    return _type_name(value)
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+    return json_type_name(value)
 
 
 class _Reader:
@@ -159,7 +144,7 @@ class _Reader:
         if value is None and not required:
             return ""
         if not isinstance(value, str):
-            raise self.fail(f"must be a string, not {_type_name(value)}", entry=entry, where=where)
+            raise self.fail(f"must be a string, not {json_type_name(value)}", entry=entry, where=where)
         if "\x00" in value:
             raise self.fail("must not contain a NUL character", entry=entry, where=where)
         return value
@@ -168,12 +153,12 @@ class _Reader:
         if value is None:
             return ()
         if not isinstance(value, list):
-            raise self.fail(f"must be a list of strings, not {_type_name(value)}", entry=entry, where=where)
+            raise self.fail(f"must be a list of strings, not {json_type_name(value)}", entry=entry, where=where)
         return tuple(self.string(item, entry, f"{where}[{index}]") for index, item in enumerate(value))
 
     def mapping(self, value: Any, known: Sequence[str] | frozenset[str], entry: str | None, where: str | None) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(f"must be a mapping, not {_type_name(value)}", entry=entry, where=where)
+            raise self.fail(f"must be a mapping, not {json_type_name(value)}", entry=entry, where=where)
         for key in value:
             if key not in known:
                 prefix = f"{where}." if where else ""
@@ -187,7 +172,7 @@ class _Reader:
     def duration(self, value: Any, entry: str | None, where: str) -> float:
         if not isinstance(value, str):
             raise self.fail(
-                f"must be a duration string such as 12h, 30m or 0s, not {_type_name(value)} (a bare number has no unit)",
+                f"must be a duration string such as 12h, 30m or 0s, not {json_type_name(value)} (a bare number has no unit)",
                 entry=entry,
                 where=where,
             )
@@ -241,7 +226,7 @@ def _token_attributes(reader: _Reader, raw: Any, entry: str, where: str, api_ver
     if require is None:
         raise reader.fail("is required (true or false)", entry=entry, where=f"{where}.requireServiceAccount")
     if not isinstance(require, bool):
-        raise reader.fail(f"must be true or false, not {_type_name(require)}", entry=entry, where=f"{where}.requireServiceAccount")
+        raise reader.fail(f"must be true or false, not {json_type_name(require)}", entry=entry, where=f"{where}.requireServiceAccount")
     required = _annotation_keys(reader, data.get("requiredServiceAccountAnnotationKeys"), entry, f"{where}.requiredServiceAccountAnnotationKeys")
     optional = _annotation_keys(reader, data.get("optionalServiceAccountAnnotationKeys"), entry, f"{where}.optionalServiceAccountAnnotationKeys")
     if required and not require:
@@ -265,7 +250,7 @@ def _env(reader: _Reader, raw: Any, entry: str, where: str) -> tuple[tuple[str, 
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise reader.fail(f"must be a list of {{name, value}}, not {_type_name(raw)}", entry=entry, where=where)
+        raise reader.fail(f"must be a list of {{name, value}}, not {json_type_name(raw)}", entry=entry, where=where)
     env: list[tuple[str, str]] = []
     for index, item in enumerate(raw):
         here = f"{where}[{index}]"
@@ -281,7 +266,7 @@ def _env(reader: _Reader, raw: Any, entry: str, where: str) -> tuple[tuple[str, 
 def _provider(reader: _Reader, raw: Any, index: int, bin_dir: str) -> CredentialProvider:
     where = f"providers[{index}]"
     if not isinstance(raw, dict):
-        raise reader.fail(f"must be a mapping, not {_type_name(raw)}", where=where)
+        raise reader.fail(f"must be a mapping, not {json_type_name(raw)}", where=where)
     name = _provider_name(reader, raw.get("name"), f"{where}.name")
     data = reader.mapping(raw, _PROVIDER_FIELDS, name, where)
     api_version = data.get("apiVersion")
@@ -347,7 +332,7 @@ def parse_credential_provider_config(document: Any, *, source: str, bin_dir: str
     if raw_providers is None or raw_providers == []:
         raise reader.fail("at least 1 item in providers is required", where="providers")
     if not isinstance(raw_providers, list):
-        raise reader.fail(f"must be a list, not {_type_name(raw_providers)}", where="providers")
+        raise reader.fail(f"must be a list, not {json_type_name(raw_providers)}", where="providers")
     providers: list[CredentialProvider] = []
     seen: set[str] = set()
     for index, raw in enumerate(raw_providers):
