@@ -94,6 +94,7 @@ class Metrics:
             ["from_provider", "to_provider", "reason"],
             registry=registry,
         )
+        self._policy_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._lookup_sources: weakref.WeakSet[Any] = weakref.WeakSet()
         self._retired_lookups: dict[tuple[str, str], int] = {}
         registry.register(_LookupCollector(self))
@@ -116,9 +117,16 @@ class Metrics:
     # -- plugin policy ---------------------------------------------------------------------
 
     def count_policy_decision(self, provider: str, decision: str) -> None:
-        """One pluginPolicy decision for an exec run of ``provider``."""
-        self.plugin_policy_calls.labels("allowed" if decision.startswith("allowed") else "denied").inc()
-        self.plugin_policy.labels(provider, decision).inc()
+        """One pluginPolicy decision for an exec run of ``provider`` (on every exec run: the
+        labelled children are looked up once per provider and decision, not per call)."""
+        children = self._policy_children.get((provider, decision))
+        if children is None:
+            status = "allowed" if decision.startswith("allowed") else "denied"
+            children = (self.plugin_policy_calls.labels(status), self.plugin_policy.labels(provider, decision))
+            if len(self._policy_children) < 10_000:  # provider names come from the config: few
+                self._policy_children[(provider, decision)] = children
+        children[0].inc()
+        children[1].inc()
 
     # -- certificates ----------------------------------------------------------------------
 
