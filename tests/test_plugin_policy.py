@@ -516,3 +516,21 @@ def test_a_fifo_at_the_plugin_path_is_refused_without_blocking(tmp_path: Path) -
     assert error.decision == "unreadable" and "is not a regular file" in str(error)
     with engine_for(config(tmp_path, pinned(tmp_path, (fifo, None)), entry("p", str(fifo)))) as engine, pytest.raises(PluginNotFound):
         engine.get_credential(profile("p"))
+
+
+def test_validate_says_what_the_policy_decides_for_each_plugin(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import run_cli
+
+    good = echo_plugin(tmp_path, "good")
+    echo_plugin(tmp_path, "other")
+    policy = pinned(tmp_path, (good, digest(good)))
+    providers = [entry("good", "./good", answer("x")), entry("other", "./other", answer("y"))]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"pluginPolicy": policy, "providers": providers}))
+    checked = run_cli("validate", "--config", "config.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    lines = checked.stdout.splitlines()
+    assert lines[1].endswith("(allowed by pluginPolicy, pinned)")
+    assert lines[2].endswith(f"-- warning: pluginPolicy refuses it: {tmp_path / 'other'} is not in pluginPolicy.allowlist")
+    assert lines[3] == "  pluginPolicy: Allowlist of 1 command(s), 1 pinned by sha256"

@@ -606,7 +606,11 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
             line += f" {command} ({entry.exec_config.api_version})"
             if shutil.which(command) is None:
                 line += " -- warning: executable not found here"
+            else:
+                line += _policy_note(config, entry.name, command, entry.exec_config.args)
         lines.append(line)
+    if config.plugin_policy.policy_type != "AllowAll":
+        lines.append(_policy_summary(config))
     if args.profile is not None:
         from .profiles import load_profiles
 
@@ -619,6 +623,37 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{'<stdin>' if args.profile == '-' else args.profile}: {len(report)} ClusterProfile(s), valid")
         print("\n".join(line for block in report for line in block))
     return 0
+
+
+def _policy_summary(config: ProviderConfig) -> str:
+    policy = config.plugin_policy
+    if policy.policy_type != "Allowlist":
+        return f"  pluginPolicy: {policy.policy_type}"
+    entries = policy.allowlist or ()
+    pinned = sum(1 for entry in entries if entry.sha256)
+    return f"  pluginPolicy: Allowlist of {len(entries)} command(s), {pinned} pinned by sha256"
+
+
+def _policy_note(config: ProviderConfig, name: str, command: str, args: Sequence[str]) -> str:
+    """What the config's pluginPolicy would decide for this plugin now (its files are read and
+    pinned ones hashed; nothing runs). Empty under AllowAll."""
+    from .errors import PluginNotAllowed
+    from .pluginpolicy import PluginGate
+    from .providers.exec import find_executable
+
+    gate = PluginGate(config.plugin_policy)
+    executable = find_executable(command)
+    if gate.allows_all or executable is None:
+        return ""
+    refusal = None
+    try:
+        admission = gate.admit(name, command, executable, [command, *args])
+    except PluginNotAllowed as exc:
+        refusal = exc.reason
+    if refusal is not None:
+        return f" -- warning: pluginPolicy refuses it: {refusal}"
+    admission.release()
+    return " (allowed by pluginPolicy, pinned)" if admission.sha256 else " (allowed by pluginPolicy)"
 
 
 #: How ``validate --profile`` names the two forms of the additional-args extension.
