@@ -534,3 +534,19 @@ def test_validate_says_what_the_policy_decides_for_each_plugin(tmp_path: Path) -
     assert lines[1].endswith("(allowed by pluginPolicy, pinned)")
     assert lines[2].endswith(f"-- warning: pluginPolicy refuses it: {tmp_path / 'other'} is not in pluginPolicy.allowlist")
     assert lines[3] == "  pluginPolicy: Allowlist of 1 command(s), 1 pinned by sha256"
+
+
+@settings(max_examples=150, deadline=None)
+@given(head=st.binary(max_size=200), pin=st.booleans())
+def test_any_first_line_is_admitted_or_refused_never_crashes(tmp_path_factory: pytest.TempPathFactory, head: bytes, pin: bool) -> None:
+    folder = tmp_path_factory.mktemp("shebang")
+    plugin = folder / "plugin"
+    plugin.write_bytes(head + b"\nexit 0\n")
+    plugin.chmod(0o755)
+    gate = PluginGate(PluginPolicy.model_validate(pinned(folder, (plugin, digest(plugin) if pin else None), (SH, None))), pins=PinStore())
+    try:
+        admission = gate.admit("p", str(plugin), str(plugin), [str(plugin)])
+    except PluginNotAllowed as refusal:
+        assert str(refusal).isprintable()
+    else:
+        admission.release()

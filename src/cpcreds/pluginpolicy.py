@@ -35,9 +35,17 @@ _SHEBANG_MAX = 256
 _MAX_INTERPRETERS = 4
 
 
+def _shown(path: str) -> str:
+    # A path read from a file's #! line may hold anything but a newline: terminal escapes and
+    # other controls are shown escaped, never written to a terminal or log as they are.
+    return path if path.isprintable() else repr(path)
+
+
 def resolve_command(command: str) -> str | None:
     """Where ``command`` is, as the policy compares it: a path made absolute and normalised, or
     a bare name's match on this process's ``PATH``; None when a bare name is not found."""
+    if "\x00" in command:
+        return None  # no file has such a name; the kernel would stop at the NUL
     if "/" not in command:
         found = shutil.which(command, path=os.environ.get("PATH", os.defpath))
         if found is None:
@@ -142,7 +150,7 @@ class PluginGate:
             script = self._reference(path, run)
             interpreter_path, argument = interpreter
             next_path = resolve_command(interpreter_path) if "/" in interpreter_path else None
-            what = f"its interpreter {interpreter_path} (from #!)"
+            what = f"its interpreter {_shown(interpreter_path)} (from #!)"
             if next_path is None:
                 raise self._refuse(provider, command, f"{what} cannot be run: a #! interpreter must be a path", "interpreter")
             argv = [interpreter_path, *([argument] if argument else []), script, *argv[1:]]
@@ -156,7 +164,7 @@ class PluginGate:
                 if env_run is not None:
                     env_run.release()  # env itself is checked but never run when its program is pinned
                 target = resolve_command(argument)
-                what = f"its interpreter {argument} (from #! via {interpreter_path})"
+                what = f"its interpreter {_shown(argument)} (from #! via {_shown(interpreter_path)})"
                 if target is None:
                     raise self._refuse(provider, command, f"{what} is not on PATH", "interpreter")
                 target_entries = self._entries_for(target)
@@ -209,11 +217,11 @@ class PluginGate:
         except (OSError, ValueError) as exc:
             problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         if problem is not None:
-            raise self._refuse(provider, command, f"cannot hash {resolved}: {problem}", "unreadable")
+            raise self._refuse(provider, command, f"cannot hash {_shown(resolved)}: {problem}", "unreadable")
         if run.sha256 not in digests:
             run.release()
             wanted = ", ".join(sorted(d for d in digests if d))
-            subject = f"{what}: {resolved}" if what else resolved
+            subject = f"{what}: {_shown(resolved)}" if what else _shown(resolved)
             raise self._refuse(
                 provider, command, f"{subject} has sha256 {run.sha256}, but pluginPolicy pins {wanted}", "digest_mismatch"
             )
@@ -231,7 +239,7 @@ class PluginGate:
                 return os.read(fd, _SHEBANG_MAX)
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in a path from a #! line
             return b""  # unreadable but maybe executable: exec decides, as it would without a policy
 
     def _refuse(self, provider: str, command: str, reason: str, decision: str) -> PluginNotAllowed:
