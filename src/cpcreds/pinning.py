@@ -22,9 +22,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
 import stat
-import tempfile
 import threading
 import weakref
 from collections import OrderedDict
@@ -78,6 +76,8 @@ class PinnedCopy:
         if self._folder is not None:
             folder, self._folder = self._folder, None
             if os.getpid() == self._owner:
+                import shutil  # only file copies (systems without memfd) have a folder
+
                 shutil.rmtree(folder, ignore_errors=True)
 
     def __repr__(self) -> str:
@@ -264,6 +264,9 @@ def _memfd_copy(source: int, path: str) -> PinnedCopy:
 
 
 def _file_copy(source: int, path: str) -> PinnedCopy:
+    import shutil
+    import tempfile  # imported here: on Linux (memfd) this is never used
+
     folder = tempfile.mkdtemp(prefix="cpcreds-pinned-")  # 0700: only our user can enter it
     target_path = os.path.join(folder, os.path.basename(path) or "plugin")
     try:
