@@ -402,3 +402,39 @@ def test_resolve_chain_follows_config_order_and_each_providers_failover_setting(
     cut = next((i for i, name in enumerate(expected) if not config.fails_over(name)), len(expected) - 1)
     assert [candidate.provider for candidate in chain] == expected[: cut + 1]
     assert all(candidate.plan is not None and candidate.plan.provider == candidate.provider for candidate in chain)
+
+
+def test_resolve_shows_what_failover_would_try_next(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import run_cli
+
+    config = {
+        "failover": True,
+        "providers": [
+            {"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/echo"}},
+            {"name": "b", "type": "file", "options": {"tokenFile": str(tmp_path / "token")}},
+            {"name": "c", "type": "file", "options": {"tokenFile": str(tmp_path / "token")}},
+        ],
+    }
+    profile = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "status": {"accessProviders": [
+            {"name": "a", "cluster": {"server": "https://a.test"}},
+            {"name": "b", "cluster": {"server": "https://b.test"}},
+            {"name": "c"},  # no cluster: in the chain with its error
+        ]},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
+    result = run_cli("resolve", "--config", "config.yaml", "--profile", "profile.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["provider"] == "a"
+    assert [step["provider"] for step in shown["failover"]] == ["b", "c"]
+    assert shown["failover"][0]["cluster"] == {"server": "https://b.test"}
+    assert "error" in shown["failover"][1] and "cluster" not in shown["failover"][1]
+    config["failover"] = False
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    alone = json.loads(run_cli("resolve", "--config", "config.yaml", "--profile", "profile.yaml", cwd=tmp_path).stdout)
+    assert "failover" not in alone

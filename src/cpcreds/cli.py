@@ -484,18 +484,27 @@ def _cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    from .access import resolve
+    from .access import AccessPlan, resolve_chain
 
     from .providers.exec import find_executable
+
+    def shown(plan: AccessPlan) -> dict[str, Any]:
+        data = plan.to_dict(show_values=args.show_values)
+        if plan.exec is not None:  # what would really run: found on our PATH, never the plugin's
+            data["exec"]["executable"] = find_executable(plan.exec.command)
+        return data
 
     config = _load_provider_config(args, settings)
     plans = []
     for profile in _profiles(args):
-        plan = resolve(config, profile)
-        shown = plan.to_dict(show_values=args.show_values)
-        if plan.exec is not None:  # what would really run: found on our PATH, never the plugin's
-            shown["exec"]["executable"] = find_executable(plan.exec.command)
-        plans.append(shown)
+        first, *later = resolve_chain(config, profile)
+        assert first.plan is not None  # resolve_chain raises when the preferred plan cannot be built
+        data = shown(first.plan)
+        if later:  # failover: what would be tried next, in order, had this provider failed
+            data["failover"] = [
+                shown(c.plan) if c.plan is not None else {"provider": c.provider, "error": str(c.error)} for c in later
+            ]
+        plans.append(data)
     _print(plans[0] if len(plans) == 1 else plans, args.output)
     return 0
 
