@@ -68,6 +68,22 @@ def read_interpreter(head: bytes) -> tuple[str, str | None] | None:
     return interpreter, argument
 
 
+def _read_head(path: str) -> bytes:
+    """The start of a file, where a ``#!`` line would be; empty when it cannot be read. Only a
+    regular file is read, opened without blocking: a FIFO at the path cannot hang us. (A pinned
+    plugin's #! line is read from its sealed copy instead: the line that will be obeyed.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return b""
+            return os.read(fd, _SHEBANG_MAX)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):  # ValueError: a NUL in a path from a #! line
+        return b""  # unreadable but maybe executable: exec decides, as it would without a policy
+
+
 @dataclass
 class Admission:
     """What the gate decided for one run: the executable to start and the argv, the descriptors
@@ -75,10 +91,14 @@ class Admission:
 
     executable: str
     argv: list[str]
-    pass_fds: tuple[int, ...] = ()
     pinned: tuple[PinnedRun, ...] = field(default=())
     #: Digest of the plugin's bytes when it was pinned (for logs).
     sha256: str | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """The sealed copies' descriptors, which the process inherits under their numbers."""
+        return tuple(run.fd for run in self.pinned if run.fd is not None)
 
     def release(self) -> None:
         for run in self.pinned:
@@ -114,7 +134,7 @@ class PluginGate:
         pinned: list[PinnedRun] = []
         try:
             admission = self._walk(provider, command, resolved, list(argv), pinned)
-            if not admission.pinned:  # nothing pinned: the kernel follows the #! chain itself
+            if not pinned:  # nothing pinned: the kernel follows the #! chain itself
                 return Admission(executable, list(argv))
             return admission
         except BaseException:
@@ -138,11 +158,10 @@ class PluginGate:
             raise self._refuse(provider, command, f"{path} is not in pluginPolicy.allowlist", "not_allowlisted")
         run = self._pinned(provider, command, path, entries)
         first = run
-        any_pinned = run is not None
         if run is not None:
             pinned.append(run)
         for _ in range(_MAX_INTERPRETERS + 1):
-            interpreter = read_interpreter(run.head if run is not None else self._head(path))
+            interpreter = read_interpreter(run.head if run is not None else _read_head(path))
             if interpreter is None:
                 break
             if _ == _MAX_INTERPRETERS:
@@ -183,12 +202,8 @@ class PluginGate:
             run = self._pinned(provider, command, path, entries, what)
             if run is not None:
                 pinned.append(run)
-                any_pinned = True
-        if not any_pinned:
-            return Admission(resolved, argv)
         executable = run.executable if run is not None else path
-        fds = tuple(r.fd for r in pinned if r.fd is not None)
-        return Admission(executable, argv, fds, tuple(pinned), first.sha256 if first is not None else None)
+        return Admission(executable, argv, tuple(pinned), first.sha256 if first is not None else None)
 
     @staticmethod
     def _reference(path: str, run: PinnedRun | None) -> str:
@@ -227,21 +242,6 @@ class PluginGate:
             )
         return run
 
-    @staticmethod
-    def _head(path: str) -> bytes:
-        # (A pinned plugin's #! line is read from its sealed copy: the line that will be obeyed.)
-        # Only a regular file is read, opened without blocking: a FIFO at the path cannot hang us.
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    return b""
-                return os.read(fd, _SHEBANG_MAX)
-            finally:
-                os.close(fd)
-        except (OSError, ValueError):  # ValueError: a NUL in a path from a #! line
-            return b""  # unreadable but maybe executable: exec decides, as it would without a policy
-
     def _refuse(self, provider: str, command: str, reason: str, decision: str) -> PluginNotAllowed:
         return PluginNotAllowed(
             f'exec: plugin "{command}" not allowed: {reason}', provider=provider, command=command, reason=reason, decision=decision
@@ -277,8 +277,7 @@ def pin_entries(commands: Sequence[tuple[str, str]]) -> list[PinEntry]:
         if resolved in seen:
             continue
         seen.add(resolved)
-        with open(resolved, "rb") as stream:
-            interpreter = read_interpreter(stream.read(_SHEBANG_MAX))
+        interpreter = read_interpreter(_read_head(resolved))
         # An interpreter that is itself a script (a pyenv or asdf shim) is allowed by path, not
         # pinned: run from a sealed copy it would see itself as /dev/fd/N, and shims find the
         # program to run from their own name.
