@@ -333,6 +333,28 @@ def test_deep_nesting_in_a_config_file_is_a_clean_error_not_a_crash(tmp_path: Pa
     assert "nested more than" in str(error)
 
 
+@given(depth=st.integers(1, 1500), limit=st.integers(2, 120), prefix=st.sampled_from(["", "a: ", "- "]), closed=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_depth_is_decided_by_our_limit_whatever_the_yaml_parser_allows(depth: int, limit: int, prefix: str, closed: bool) -> None:
+    # Flow nesting past libyaml's own limit (1000) is refused in our words, as is any nesting past
+    # ours; nothing depends on the parser's limit or wording.
+    levels = depth + (prefix != "")
+    text = prefix + "[" * depth + ("]" * depth if closed else "")
+    try:
+        load_document(text, source="d", max_depth=limit, syntax="yaml")
+    except DocumentError as exc:
+        assert exc.kind == ("too-deep" if levels > limit else "syntax")
+        if exc.kind == "too-deep":
+            assert str(exc).startswith(f"d: is nested more than {limit} levels deep")
+    else:
+        assert closed and levels <= limit
+
+
+def test_brackets_in_quoted_scalars_and_comments_are_not_depth() -> None:
+    text = "a: '" + "[" * 3000 + "'\nb: \"" + "{" * 3000 + "\"  # " + "[" * 3000 + "\nc: [1]\n"
+    assert load_document(text, source="q", max_depth=10) == {"a": "[" * 3000, "b": "{" * 3000, "c": [1]}
+
+
 @pytest.mark.parametrize("text", ["[" * 25_000, "- " * 25_000 + "x", '{"items": ' + "[" * 25_000])
 def test_deep_nesting_in_a_profile_file_is_a_clean_error_not_a_crash(tmp_path: Path, text: str) -> None:
     error = bounded(load_profiles, write(tmp_path, "deep.yaml", text))

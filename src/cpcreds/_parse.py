@@ -215,14 +215,17 @@ class _JsonProblem(Exception):
 
 def _json_depth(text: str) -> int:
     """The deepest bracket nesting outside strings (an upper bound when the text is not JSON)."""
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return _bracket_depth(_JSON_STRING.sub("", text))
+
+
+def _bracket_depth(text: str) -> int:
     depth = deepest = 0
-    for char in brackets:
+    for char in _NOT_BRACKET.sub("", text):
         if char in "[{":
             depth += 1
             if depth > deepest:
                 deepest = depth
-        else:
+        elif depth:
             depth -= 1
     return deepest
 
@@ -471,7 +474,14 @@ class _YamlBuilder:
         except _Problem as exc:  # raised with self.line set
             problem = DocumentError(exc.reason, source=self.source, line=self.line, kind=exc.kind)
         except yaml.YAMLError as exc:
-            problem = self._syntax_error(exc, text)
+            # libyaml (0.2.5 and later) has a nesting limit of its own, and its scanner looks far
+            # ahead in flow style, so "[[[[..." can trip it before the builder has seen the
+            # events. Its limit (1000) is far above ours: whatever it refuses for depth is deeper
+            # than ours too, and is worded as ours, not in the parser's words (they change).
+            if _flow_depth(text) > self.max_depth:
+                problem = DocumentError(f"is nested more than {self.max_depth} levels deep", source=self.source, kind="too-deep")
+            else:
+                problem = self._syntax_error(exc, text)
         except (ValueError, TypeError, OverflowError, MemoryError, RecursionError):  # a bug of ours or the parser's
             problem = DocumentError("cannot be read as YAML", source=self.source, line=self.line, kind="syntax")
         # Raised outside the except block: nothing of the parser's (it quotes the input) chains on.
@@ -618,6 +628,16 @@ class _YamlBuilder:
                     raise _Problem("a merge key (<<) must be given a mapping or a list of mappings", "key")
                 for key, value in source.items():
                     frame.value.setdefault(key, value)
+
+
+# Quoted scalars and comments, removed before counting brackets (an unterminated one runs to the end).
+_YAML_QUOTED_OR_COMMENT = re.compile(r""""(?:[^"\\]|\\.)*+(?:"|\Z)|'(?:[^']|'')*+(?:'|\Z)|(?:^|(?<=[ \t]))#[^\n]*""", re.M | re.S)
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest flow-bracket nesting outside quoted scalars and comments: an upper bound of a
+    YAML document's flow depth (a bracket inside a plain scalar counts too)."""
+    return _bracket_depth(_YAML_QUOTED_OR_COMMENT.sub("", text))
 
 
 def _tab_at(text: str, line: int, column: int) -> bool:
