@@ -126,6 +126,54 @@ def test_encrypted_key_is_rejected(pair) -> None:
         Credential(client_certificate_data=cert_pem, client_key_data=encrypted)
 
 
+def _relabelled(key_pem: str, form: serialization.PrivateFormat, label: str) -> str:
+    """The key of ``key_pem`` written in ``form`` under the PEM label ``label``."""
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    body = _key_body(key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption()).decode("ascii"))
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----", ""])
+
+
+@pytest.mark.parametrize(
+    ("form", "label"),
+    [
+        # client-go's TestTLSCredentials: an EC P-256 key in SEC1 form under the PKCS#8 label.
+        (serialization.PrivateFormat.TraditionalOpenSSL, "PRIVATE KEY"),
+        (serialization.PrivateFormat.PKCS8, "EC PRIVATE KEY"),
+        (serialization.PrivateFormat.TraditionalOpenSSL, "ANY OTHER PRIVATE KEY"),
+    ],
+)
+def test_a_key_client_go_reads_whatever_its_label_says_is_accepted_as_pkcs8(pair, form, label) -> None:
+    cert_pem, key_pem, cert = pair
+    credential = Credential(client_certificate_data=cert_pem, client_key_data=_relabelled(key_pem, form, label))
+    assert credential.certificate_not_after == cert.not_valid_after_utc
+    # Kept in the form its label promises, so that every TLS library (OpenSSL's PEM reader) reads it.
+    assert credential.client_key_data.startswith("-----BEGIN PRIVATE KEY-----")
+    stored = serialization.load_pem_private_key(credential.client_key_data.encode(), password=None)
+    assert _key_body(stored.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()) == _key_body(key_pem)
+
+
+def test_a_key_after_another_pem_block_is_read_as_client_go_reads_it(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    sec1 = _relabelled(key_pem, serialization.PrivateFormat.TraditionalOpenSSL, "PRIVATE KEY")
+    credential = Credential(client_certificate_data=cert_pem, client_key_data=cert_pem + sec1)
+    assert credential.client_key_data.startswith("-----BEGIN PRIVATE KEY-----")
+
+
+def test_a_key_with_pem_headers_is_refused_as_encrypted(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    sec1 = _relabelled(key_pem, serialization.PrivateFormat.TraditionalOpenSSL, "PRIVATE KEY")
+    with_headers = sec1.replace("-----\n", "-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\n", 1)
+    with pytest.raises(ValueError, match="clientKeyData is not an unencrypted PEM private key") as raised:
+        Credential(client_certificate_data=cert_pem, client_key_data=with_headers)
+    assert raised.value.__cause__ is None and raised.value.__context__ is None
+
+
+def test_a_pkcs8_key_is_kept_exactly_as_given(pair) -> None:
+    cert_pem, key_pem, _ = pair
+    assert Credential(client_certificate_data=cert_pem, client_key_data=key_pem).client_key_data == key_pem
+
+
 def test_naive_expiration_timestamp_is_rejected() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         Credential(token=TOKEN, expiration_timestamp=datetime(2026, 1, 2, 3, 4, 5))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -71,7 +72,10 @@ class Credential:
 
     Construction validates the KEP-541 contract, whoever the provider is: a token, or a
     certificate *and* key (never only one of them), PEM that parses, and a key that belongs to the
-    certificate. ``expiration_timestamp`` is an aware datetime or ``None`` (valid for the life of
+    certificate. The key is read as client-go reads it: the first PEM block labelled
+    ``PRIVATE KEY`` or ``... PRIVATE KEY``, in PKCS#1, PKCS#8 or SEC1 form whatever the label says;
+    a key whose label does not name its form (a SEC1 EC key under ``PRIVATE KEY``) is kept as
+    PKCS#8 PEM, which every TLS library reads. ``expiration_timestamp`` is an aware datetime or ``None`` (valid for the life of
     the process). ``repr()`` and ``str()`` never show the token or the key.
     """
 
@@ -100,7 +104,8 @@ class Credential:
         if expiry is not None and expiry.tzinfo is None:
             raise ValueError("expiration_timestamp must be timezone-aware")
         if cert is not None and key is not None:
-            not_before, not_after = _check_key_pair(cert, key)
+            not_before, not_after, readable_key = _check_key_pair(cert, key)
+            object.__setattr__(self, "client_key_data", readable_key)
             object.__setattr__(self, "certificate_not_before", not_before)
             object.__setattr__(self, "certificate_not_after", not_after)
 
@@ -168,7 +173,9 @@ class Credential:
     __str__ = __repr__
 
 
-def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime]:
+def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime, str]:
+    """The leaf certificate's validity, and the key as PEM that OpenSSL reads (``key_pem`` itself
+    unless only client-go's reading of it succeeds)."""
     # Imported here: token-only users never pay for loading the X.509 machinery.
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
@@ -182,6 +189,7 @@ def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime]:
         pass
     if not chain:
         raise ValueError("clientCertificateData is not a PEM certificate")
+    readable = key_pem
     try:
         # Skipping the RSA consistency check keeps a 4096-bit key at microseconds, not
         # milliseconds; the public-key comparison below is the check that matters here.
@@ -191,9 +199,42 @@ def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime]:
     except (ValueError, TypeError):
         pass
     if key is None:
+        # OpenSSL trusts the PEM label; client-go (tls.X509KeyPair) does not: it tries PKCS#1,
+        # PKCS#8 and SEC1 on the first "* PRIVATE KEY" block. Accept what client-go accepts, and
+        # keep it in the form the label promises to everyone else.
+        key = _load_key_as_client_go_does(key_pem)
+        if key is not None:
+            readable = key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ).decode("ascii")
+    if key is None:
         raise ValueError("clientKeyData is not an unencrypted PEM private key")
     leaf = chain[0]
     raw = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(*raw) != leaf.public_key().public_bytes(*raw):
         raise ValueError("clientKeyData does not match the first certificate of clientCertificateData")
-    return leaf.not_valid_before_utc, leaf.not_valid_after_utc
+    return leaf.not_valid_before_utc, leaf.not_valid_after_utc, readable
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN ([A-Z0-9 ]{0,64})-----")
+
+
+def _load_key_as_client_go_does(key_pem: str) -> Any:
+    """The private key of the first ``PRIVATE KEY`` / ``* PRIVATE KEY`` block in PKCS#1, PKCS#8
+    or SEC1 form, whatever its label says; ``None`` when there is none or it does not parse."""
+    from cryptography.hazmat.primitives import serialization
+
+    # tls.X509KeyPair skips blocks of other types (a certificate given with the key).
+    begin = next((m for m in _PEM_BEGIN.finditer(key_pem) if m.group(1) == "PRIVATE KEY" or m.group(1).endswith(" PRIVATE KEY")), None)
+    if begin is None:
+        return None
+    end = key_pem.find(f"-----END {begin.group(1)}-----", begin.end())
+    if end < 0:
+        return None
+    try:
+        # A block with headers (Proc-Type: 4,ENCRYPTED) is not base64: refused as encrypted.
+        der = base64.b64decode("".join(key_pem[begin.end() : end].split()), validate=True)
+        # The DER reader tries PKCS#8, then the traditional forms (PKCS#1 RSA, SEC1 EC).
+        return serialization.load_der_private_key(der, password=None, unsafe_skip_rsa_key_validation=True)
+    except (ValueError, TypeError):  # binascii.Error is a ValueError
+        return None
