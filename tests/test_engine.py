@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from cpcreds import (
+    ClusterProfile,
     Credential,
     CredentialEngine,
     CredentialError,
     PluginExecutionError,
     ProviderRegistry,
     hookimpl,
+    resolve,
 )
 from cpcreds.engine import BackoffPolicy, RefreshPolicy
 from cpcreds.logs import configure_logging
@@ -177,6 +181,49 @@ def test_fast_hit_trusts_uid_and_resource_version(make_engine, tmp_path: Path) -
     assert engine.resolve(p).provider == "fake"
     p["metadata"]["resourceVersion"] = "8"
     assert engine.resolve(p).provider == "other"
+
+
+def test_copies_of_one_export_never_share_a_plan(make_engine) -> None:
+    # Two profiles saved from one `kubectl get -o yaml`: same uid and resourceVersion, another
+    # name and server. Each gets its own cluster, as a dict and as a ClusterProfile model.
+    engine = make_engine(exec_entry("fake", provideClusterInfo=True))
+    prod = profile("prod", server="https://prod.test", uid="u-1", resource_version="7")
+    staging = profile("staging", server="https://staging.test", uid="u-1", resource_version="7")
+    other_ns = profile("prod", server="https://other.test", uid="u-1", resource_version="7", namespace="elsewhere")
+    assert engine.resolve(prod).cluster.server == "https://prod.test"
+    assert engine.resolve(staging).cluster.server == "https://staging.test"
+    assert engine.resolve(other_ns).cluster.server == "https://other.test"
+    assert engine.resolve(ClusterProfile.model_validate(staging)).cluster.server == "https://staging.test"
+    assert engine.get_answer(staging).plan.cluster.server == "https://staging.test"
+
+
+_names = st.text(alphabet="abc-", min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([None, "ns1", "ns2"]), _names, st.sampled_from(["fake", "other"]), st.integers(0, 3)),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda t: (t[0], t[1]),
+    ),
+    st.sampled_from(["dict", "model"]),
+)
+def test_profiles_sharing_uid_and_resource_version_each_get_their_own_plan(profiles: list, shape: str) -> None:
+    # However many profiles carry one uid/resourceVersion, the engine's answer is what resolving
+    # each profile on its own gives.
+    config = config_of(exec_entry("fake", provideClusterInfo=True), exec_entry("other"))
+    with CredentialEngine(config, registry=ProviderRegistry(entry_points=False), prometheus_registry=CollectorRegistry()) as engine:
+        for _ in range(2):
+            for namespace, name, provider, server in profiles:
+                p = profile(name, provider=provider, server=f"https://s{server}.test", uid="same", resource_version="1")
+                if namespace is None:
+                    del p["metadata"]["namespace"]
+                else:
+                    p["metadata"]["namespace"] = namespace
+                given_profile = p if shape == "dict" else ClusterProfile.model_validate(p)
+                assert engine.resolve(given_profile) == resolve(config, p)
 
 
 def test_profile_without_uid_is_identified_by_its_access_providers(make_engine) -> None:

@@ -142,7 +142,9 @@ def _profile_identity(profile: Any) -> Any:
 
     Only ``resourceVersion`` changes on every write (``generation`` does not move on status
     updates, where the access providers live), so without one the key is a fingerprint of the
-    access providers themselves. Hostile shapes give None (always resolve), never an error.
+    access providers themselves. The namespace and name are always part of the key: copies of
+    one exported object (same uid and resourceVersion, another name and server) are different
+    profiles and never share a plan. Hostile shapes give None (always resolve), never an error.
     """
     if type(profile) is dict:  # the common case (the kubernetes client's dicts), checked first
         meta = profile.get("metadata")
@@ -150,11 +152,13 @@ def _profile_identity(profile: Any) -> Any:
             uid = meta.get("uid")
             rv = meta.get("resourceVersion")
             if type(uid) is str and type(rv) is str and uid and rv:
-                return (uid, rv)
+                name, namespace = meta.get("name"), meta.get("namespace")
+                if type(name) is str and (namespace is None or type(namespace) is str):
+                    return (uid, rv, namespace, name)
     if isinstance(profile, ClusterProfile):
         meta = profile.metadata
         if meta.uid and meta.resource_version:
-            return ("uid", meta.uid, meta.resource_version)
+            return ("uid", meta.uid, meta.resource_version, meta.namespace, meta.name)
         try:
             return ("model", meta.namespace, meta.name, profile.status.model_dump_json())
         except Exception:
@@ -163,9 +167,9 @@ def _profile_identity(profile: Any) -> Any:
         meta = profile.get("metadata")
         if isinstance(meta, Mapping):
             uid, rv = meta.get("uid"), meta.get("resourceVersion")
-            if type(uid) is str and type(rv) is str and uid and rv:
-                return ("uid", uid, rv)
             name, namespace = meta.get("name"), meta.get("namespace")
+            if type(uid) is str and type(rv) is str and uid and rv and type(name) is str and (namespace is None or type(namespace) is str):
+                return ("uid", uid, rv, namespace, name)
         else:
             name = namespace = None
         status = profile.get("status")

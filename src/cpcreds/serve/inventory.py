@@ -177,6 +177,9 @@ class DirectorySource:
                 return {}, f"object {index} has no usable metadata.name"
             if key in profiles:
                 return {}, f"ClusterProfile {key} appears more than once"
+            # A file's resourceVersion was copied, not written by an API server: it says nothing
+            # about the content, so without it the engine tells versions apart by their content.
+            profile["metadata"].pop("resourceVersion", None)
             profiles[key] = profile
         return profiles, None
 
