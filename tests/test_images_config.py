@@ -130,6 +130,13 @@ INVALID = [
      "providers[0].tokenAttributes.cacheType", "not supported"),
     (_document(provider_entry("gcr", "gcr.io", tokenAttributes={**TOKEN, "audience": "x"})),
      "providers[0].tokenAttributes.audience", "unknown field"),
+    # The kubelet's Test_readCredentialProviderConfig: the field exists only in kubelet.config.k8s.io/v1.
+    (_document(provider_entry("gcr", "gcr.io", tokenAttributes=TOKEN), apiVersion="kubelet.config.k8s.io/v1beta1"),
+     "providers[0].tokenAttributes", "is not a field of kubelet.config.k8s.io/v1beta1"),
+    (_document(provider_entry("gcr", "gcr.io", tokenAttributes=TOKEN), apiVersion="kubelet.config.k8s.io/v1alpha1"),
+     "providers[0].tokenAttributes", "is not a field of kubelet.config.k8s.io/v1alpha1"),
+    (_document({**provider_entry("gcr", "gcr.io"), "tokenAttributes": None}, apiVersion="kubelet.config.k8s.io/v1beta1"),
+     "providers[0].tokenAttributes", "exists only in kubelet.config.k8s.io/v1"),
 ]
 
 

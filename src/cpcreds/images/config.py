@@ -13,7 +13,7 @@ order, their providers concatenated, as kubelets since 1.33 accept)::
       apiVersion: credentialprovider.kubelet.k8s.io/v1
       args: [get-credentials]
       env: [{name: AWS_PROFILE, value: nodes}]
-      tokenAttributes:                            # credentialprovider v1 only
+      tokenAttributes:                            # config v1 and credentialprovider v1 only
         serviceAccountTokenAudience: sts.amazonaws.com
         requireServiceAccount: true
         requiredServiceAccountAnnotationKeys: [eks.amazonaws.com/role-arn]
@@ -57,6 +57,7 @@ __all__ = [
 
 #: The apiVersions of the config file itself (the kubelet's config API group).
 CONFIG_API_VERSIONS: Final = ("kubelet.config.k8s.io/v1", "kubelet.config.k8s.io/v1beta1", "kubelet.config.k8s.io/v1alpha1")
+_CONFIG_API_VERSION_V1 = CONFIG_API_VERSIONS[0]
 CONFIG_KIND: Final = "CredentialProviderConfig"
 #: tokenAttributes.cacheType: cache per service account, or per token.
 TOKEN_CACHE_TYPES: Final = ("ServiceAccount", "Token")
@@ -263,11 +264,18 @@ def _env(reader: _Reader, raw: Any, entry: str, where: str) -> tuple[tuple[str, 
     return tuple(env)
 
 
-def _provider(reader: _Reader, raw: Any, index: int, bin_dir: str) -> CredentialProvider:
+def _provider(reader: _Reader, raw: Any, index: int, bin_dir: str, config_api_version: str) -> CredentialProvider:
     where = f"providers[{index}]"
     if not isinstance(raw, dict):
         raise reader.fail(f"must be a mapping, not {json_type_name(raw)}", where=where)
     name = _provider_name(reader, raw.get("name"), f"{where}.name")
+    if "tokenAttributes" in raw and config_api_version != _CONFIG_API_VERSION_V1:
+        # v1alpha1 and v1beta1 have no such field, and the kubelet decodes strictly.
+        raise reader.fail(
+            f"is not a field of {config_api_version} (the kubelet decodes strictly; tokenAttributes exists only in {_CONFIG_API_VERSION_V1})",
+            entry=name,
+            where=f"{where}.tokenAttributes",
+        )
     data = reader.mapping(raw, _PROVIDER_FIELDS, name, where)
     api_version = data.get("apiVersion")
     if api_version is None or api_version == "":
@@ -336,7 +344,7 @@ def parse_credential_provider_config(document: Any, *, source: str, bin_dir: str
     providers: list[CredentialProvider] = []
     seen: set[str] = set()
     for index, raw in enumerate(raw_providers):
-        provider = _provider(reader, raw, index, bin_dir)
+        provider = _provider(reader, raw, index, bin_dir, api_version)
         if provider.name in seen:
             raise reader.fail("duplicate provider name", entry=provider.name, where=f"providers[{index}].name")
         seen.add(provider.name)
