@@ -28,9 +28,12 @@ looks like a field name.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -40,6 +43,7 @@ __all__ = [
     "DocumentError",
     "load_document",
     "load_documents",
+    "open_regular",
     "read_bounded",
     "plain_copy",
     "thaw",
@@ -85,24 +89,57 @@ class DocumentError(ValueError):
         return f"{self.reason} at line {self.line}" if self.line is not None else self.reason
 
 
-def read_bounded(path: str, max_bytes: int) -> bytes:
-    """Read at most ``max_bytes`` of a file; ``DocumentError`` (kind ``too-large``) if it has more.
+#: How every file named from outside is opened: O_NONBLOCK so that opening a FIFO planted at the
+#: path returns at once instead of waiting for a writer (it is then refused as not regular).
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
-    ``OSError`` (missing file, permission, a directory) is left to the caller, which knows how to
-    name it. ``/dev/zero`` or an endless FIFO fails after ``max_bytes + 1`` bytes.
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor on the regular file at ``path`` (a symlink to one is followed);
+    the caller closes it. Nothing here can block: the open is non-blocking and only a regular
+    file is kept, so a FIFO, a device (``/dev/zero``) or a socket swapped in at the path cannot
+    hang the caller or feed it forever.
+
+    A folder raises ``IsADirectoryError``; any other non-regular file :class:`DocumentError`
+    (kind ``not-a-file``, "is not a regular file"); other ``OSError`` (missing, permission) is
+    left to the caller, which knows how to name it.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    raise DocumentError("is not a regular file", source=os.fspath(path), kind="not-a-file")
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path`` (opened by :func:`open_regular`, so a FIFO or a
+    device is refused without blocking); :class:`DocumentError` kind ``too-large`` if it holds
+    more than ``max_bytes``, which are never all read (a file growing while read stops there).
+
+    ``OSError`` (missing file, permission, ``IsADirectoryError``) is left to the caller.
     """
     chunks: list[bytes] = []
     size = 0
-    with open(path, "rb", buffering=0) as handle:
+    fd = open_regular(path)
+    try:
         # In pieces: read(max_bytes + 1) would allocate the whole bound for a small file.
         while size <= max_bytes:
-            chunk = handle.read(min(1024 * 1024, max_bytes + 1 - size))
+            chunk = os.read(fd, min(1024 * 1024, max_bytes + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+    finally:
+        os.close(fd)
     if size > max_bytes:
-        raise DocumentError(f"is larger than {_size(max_bytes)}", source=path, kind="too-large")
+        raise DocumentError(f"is larger than {_size(max_bytes)}", source=os.fspath(path), kind="too-large")
     return b"".join(chunks)
 
 

@@ -312,5 +312,11 @@ def default_store() -> PinStore:
 
 def sha256_file(path: str) -> str:
     """The sha256 of a file's bytes, as hex (what ``cpcreds pin`` prints)."""
-    with open(path, "rb") as stream:
+    from ._parse import DocumentError, open_regular
+
+    try:
+        fd = open_regular(path)  # without blocking: a FIFO swapped in cannot hang `cpcreds pin`
+    except DocumentError:
+        raise OSError(errno.EINVAL, "is not a regular file", path) from None
+    with os.fdopen(fd, "rb") as stream:
         return hashlib.file_digest(stream, "sha256").hexdigest()

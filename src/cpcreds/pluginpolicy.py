@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ._parse import open_regular
 from .config import AllowlistEntry, PluginPolicy
 from .errors import PluginNotAllowed
 from .pinning import PinnedRun, PinStore, default_store
@@ -73,14 +73,12 @@ def _read_head(path: str) -> bytes:
     regular file is read, opened without blocking: a FIFO at the path cannot hang us. (A pinned
     plugin's #! line is read from its sealed copy instead: the line that will be obeyed.)"""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+        fd = open_regular(path)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return b""
             return os.read(fd, _SHEBANG_MAX)
         finally:
             os.close(fd)
-    except (OSError, ValueError):  # ValueError: a NUL in a path from a #! line
+    except (OSError, ValueError):  # ValueError: not a regular file, or a NUL in a path from a #! line
         return b""  # unreadable but maybe executable: exec decides, as it would without a policy
 
 

@@ -154,8 +154,8 @@ class _ServiceAccount:
             problem = "is empty"
         except FileNotFoundError:
             problem = "file not found"
-        except DocumentError:
-            problem = f"is larger than {MAX_TOKEN_BYTES // 1024} KiB"
+        except DocumentError as exc:  # too large, or not a regular file (a FIFO, a device)
+            problem = f"is larger than {MAX_TOKEN_BYTES // 1024} KiB" if exc.kind == "too-large" else exc.reason
         except UnicodeDecodeError:
             problem = "is not UTF-8 text"
         except OSError as exc:

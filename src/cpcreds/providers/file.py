@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-import stat
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .._parse import load_document
+from .._parse import DocumentError, load_document, read_bounded
 from ..access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
@@ -40,35 +38,23 @@ __all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", 
 MAX_REFRESH_INTERVAL = 365 * 24 * 3600.0
 #: Largest file read (a token, or a certificate chain or key, is a few KiB).
 MAX_FILE_BYTES = 1024 * 1024
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_credential_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The text of a regular file of at most ``max_bytes``; ``ValueError`` says why not.
 
     Only regular files (or symlinks to them, as in projected volumes) are read: a device
-    (``/dev/zero``), a FIFO or a socket is refused before any read, so nothing can make a fetch
-    hang or grow without bound. ``FileNotFoundError`` is left to the caller.
+    (``/dev/zero``), a FIFO or a socket is refused before any read (:func:`read_bounded` opens
+    without blocking), so nothing can make a fetch hang or grow without bound.
+    ``FileNotFoundError`` is left to the caller.
     """
-    fd = os.open(path, _OPEN_FLAGS)  # non-blocking: opening a FIFO cannot wait for a writer
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ValueError("is a directory")
-        if not stat.S_ISREG(mode):
-            raise ValueError("is not a regular file")
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > max_bytes:
-        raise ValueError(f"is larger than {max_bytes // 1024} KiB")
-    data = b"".join(chunks)
+        data = read_bounded(path, max_bytes)
+    except IsADirectoryError:
+        raise ValueError("is a directory") from None
+    except DocumentError as exc:
+        reason = f"is larger than {max_bytes // 1024} KiB" if exc.kind == "too-large" else exc.reason
+        raise ValueError(reason) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import structlog
 from prometheus_client import CollectorRegistry
 
+from .._parse import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
@@ -293,9 +294,10 @@ class Service:
 
 def _signature(path: Path) -> bytes | None:
     """A digest of the config file's content: an edit within the file system's timestamp
-    granularity that keeps the size (``3600`` -> ``1800``) still counts as a change."""
+    granularity that keeps the size (``3600`` -> ``1800``) still counts as a change. None when
+    it cannot be read; read through :func:`read_bounded`, so a FIFO put at the path cannot block
+    the event loop (the change is seen, and the reload then says what is wrong)."""
     try:
-        with open(path, "rb") as stream:
-            return hashlib.sha256(stream.read(MAX_CONFIG_BYTES + 1)).digest()
-    except OSError:
+        return hashlib.sha256(read_bounded(path, MAX_CONFIG_BYTES)).digest()
+    except (OSError, DocumentError):
         return None

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from cpcreds._parse import read_bounded
+
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
 
@@ -118,9 +120,8 @@ def default_namespace(
     if env.get("POD_NAMESPACE", "").strip():
         return env["POD_NAMESPACE"].strip()
     try:
-        with open(os.path.join(service_account_dir, "namespace"), "rb") as file:
-            written = file.read(256).decode("ascii", "replace").strip()
-    except OSError:
+        written = read_bounded(os.path.join(service_account_dir, "namespace"), 256).decode("ascii", "replace").strip()
+    except (OSError, ValueError):  # ValueError: larger than a namespace, or not a regular file
         written = ""
     return written or "default"
 
