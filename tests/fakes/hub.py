@@ -176,7 +176,8 @@ class Grant:
 class HubRequest:
     """One HTTP request as the hub saw it. ``token`` is the bearer token presented (accepted or
     not); ``user`` the grant's user, ``None`` when it was not authenticated; ``path`` has no
-    query string, ``query`` is the raw query string. A watch is recorded when it starts."""
+    query string, ``query`` is the raw query string. A watch is recorded when it starts.
+    ``at`` is when the hub received it (``time.monotonic()``), for tests of a client's backoff."""
 
     method: str
     path: str
@@ -184,6 +185,12 @@ class HubRequest:
     token: str | None
     user: str | None
     status: int
+    at: float = field(default_factory=time.monotonic, compare=False)
+
+    @property
+    def watch(self) -> bool:
+        """Whether the request opened a watch (``watch=1`` or ``watch=true``)."""
+        return any(part in ("watch=1", "watch=true", "watch=True") for part in self.query.split("&"))
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,7 @@ class _Watcher:
     matches: Matcher
     bookmarks: bool
     queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    ended: bool = False  # set by HubServer.end_watches: the stream ends cleanly
 
     def translate(self, change: _Change) -> tuple[str, dict[str, Any]] | None:
         if change.resource is not self.resource or (self.namespace is not None and change.namespace != self.namespace):
@@ -260,7 +268,7 @@ class HubServer(FakeAPIServer):
         self._compacted = _INITIAL_RESOURCE_VERSION  # watches from an rv below this get 410
         self._watchers: list[_Watcher] = []
         self._requests: deque[HubRequest] = deque(maxlen=100_000)
-        self._answers: dict[str, tuple[int, bytes, str, bool]] = {}
+        self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool]] = {}
         self._stalls: dict[str, threading.Event] = {}
         self._closing = False
 
@@ -362,6 +370,15 @@ class HubServer(FakeAPIServer):
             self._changed.notify_all()
             return self._rv
 
+    def end_watches(self) -> int:
+        """End every open watch stream cleanly now, as kube-apiserver does when it restarts or a
+        watch reaches its timeout; clients then resume (or relist). Returns how many ended."""
+        with self._lock:
+            for watcher in self._watchers:
+                watcher.ended = True
+            self._changed.notify_all()
+            return len(self._watchers)
+
     # -- observing ---------------------------------------------------------
 
     @property
@@ -386,11 +403,19 @@ class HubServer(FakeAPIServer):
 
     # -- faults ------------------------------------------------------------
 
-    def inject_answer(self, path: str, status: int, body: bytes, content_type: str = "application/json", *, chunked: bool = False) -> None:
+    def inject_answer(
+        self, path: str, status: int, body: bytes, content_type: str = "application/json", *, chunked: bool = False, watch: bool | None = None
+    ) -> None:
         """Answer every request for ``path`` (no query string), whoever asks, with these bytes;
-        ``chunked`` sends them without a Content-Length, as Go does for large answers."""
+        ``chunked`` sends them without a Content-Length, as Go does for large answers (and as a
+        watch stream comes: ``body`` may be event lines, then the stream ends). ``watch=True``
+        answers only watches of ``path``, ``False`` only the other requests (lists), ``None`` both."""
         with self._lock:
-            self._answers[path] = (status, body, content_type, chunked)
+            self._answers[(path, watch)] = (status, body, content_type, chunked)
+
+    def watch_event_line(self, kind: str, obj: Any) -> bytes:
+        """One watch event as the hub sends it (a JSON line), for :meth:`inject_answer` bodies."""
+        return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
     def stall(self, path: str) -> threading.Event:
         """Make requests for ``path`` get no answer until the returned event is set (or the hub
@@ -508,9 +533,9 @@ class HubServer(FakeAPIServer):
         with self._lock:
             self._requests.append(seen)
 
-    def _fault(self, path: str) -> tuple[threading.Event | None, tuple[int, bytes, str, bool] | None]:
+    def _fault(self, path: str, watch: bool) -> tuple[threading.Event | None, tuple[int, bytes, str, bool] | None]:
         with self._lock:
-            return self._stalls.get(path), self._answers.get(path)
+            return self._stalls.get(path), self._answers.get((path, watch), self._answers.get((path, None)))
 
     def _grant_for(self, token: str | None) -> Grant | None:
         if token is None:
@@ -599,12 +624,12 @@ class HubServer(FakeAPIServer):
         """Wait for the watcher's next events; None when the stream should end (hub stopping or
         timeoutSeconds reached)."""
         with self._lock:
-            while not watcher.queue and not self._closing:
+            while not watcher.queue and not self._closing and not watcher.ended:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
                 self._changed.wait(remaining)
-            if self._closing:
+            if self._closing or (watcher.ended and not watcher.queue):
                 return None
             events, watcher.queue = watcher.queue, []
             return events
@@ -704,7 +729,7 @@ class _HubHandler(JSONHandler):
         # clients never repeat them, so either is fine.
         query = {key: values[-1] for key, values in parse_qs(split.query, keep_blank_values=True).items()}
         token = bearer_token(self.headers.get("Authorization"))
-        stall, answer = hub._fault(split.path)
+        stall, answer = hub._fault(split.path, query.get("watch") in ("1", "true"))
         if stall is not None:
             stall.wait()
         grant = hub._grant_for(token)

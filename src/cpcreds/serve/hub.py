@@ -5,6 +5,12 @@ Per scope: discover the group's preferred version once (``v1alpha1`` or ``v1alph
 pages; report the difference from what was known (so a relist deletes what vanished meanwhile);
 watch from the list's ``resourceVersion`` with bookmarks, resuming from the last version seen
 when a watch ends; relist on ``410 Gone``; back off (1 s doubling to 1 min) on any other error.
+
+The hub is not trusted to answer well. A list that is not a list (a ``Status`` answered with
+200, an item without a name, no ``resourceVersion``) is an error, never an empty inventory: the
+last good inventory stays and the list is retried with backoff. A watch event that is not JSON,
+has no object or an unknown type is an error too, worded here, and so is a watch that fails or
+ends at once: the backoff only starts over once a watch has delivered an event or run its course.
 """
 
 from __future__ import annotations
@@ -12,28 +18,48 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import structlog
-
-from ..logs import redact_text
+from ..logs import get_logger, redact_text
+from .hubclient import HubAuthError, HubConnector
 from .inventory import Change, profile_key
 from .settings import ServeSettings
 
 __all__ = ["HubSource", "GROUP", "PLURAL"]
 
-_log = structlog.get_logger("cpcreds.serve")
+_log = get_logger("cpcreds.serve")
 
 GROUP = "multicluster.x-k8s.io"
 PLURAL = "clusterprofiles"
 _VERSIONS = ("v1alpha2", "v1alpha1")  # preferred first when discovery says nothing
 _PAGE = 500
 _WATCH_SECONDS = 300  # server-side watch timeout; the watch then resumes from the last version
+#: Backoff after a failure: 1 s, doubling, at most 1 min.
+_FIRST_DELAY, _MAX_DELAY = 1.0, 60.0
+#: A watch that ends sooner than this without an event did not work (a proxy cutting it, a hub
+#: closing it): counted as a failure, so it is not reopened in a hot loop.
+_SHORTEST_WATCH = 1.0
+#: Largest list page and largest watch event read: a ClusterProfile is at most ~1.5 MiB (etcd's
+#: object limit), a page at most _PAGE of them; a hub sending more gets an error, not our memory.
+_MAX_PAGE_BYTES = 256 * 1024 * 1024
+_MAX_EVENT_BYTES = 4 * 1024 * 1024
+_CHUNK = 64 * 1024
+_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
 
 class _Gone(Exception):
     """The resourceVersion we hold is too old: relist."""
+
+
+class HubProblem(Exception):
+    """The hub answered something unusable; the message says what, in our words."""
+
+
+def backoff_delay(failures: int) -> float:
+    """Seconds to wait after ``failures`` failures in a row (1 s doubling to 1 min)."""
+    return min(_MAX_DELAY, _FIRST_DELAY * 2.0 ** (max(failures, 1) - 1))
 
 
 class HubSource:
@@ -44,25 +70,17 @@ class HubSource:
         self.watch_seconds = watch_seconds
         self.version: str | None = None
         self.origin = "hub"
+        self._connector = HubConnector(settings.hub_kubeconfig, settings.hub_context, in_cluster=settings.in_cluster, timeout=settings.hub_timeout)
 
     def _api(self) -> Any:
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        if self.settings.in_cluster:
-            config.load_incluster_config(client_configuration=configuration)
-            self.origin = "hub (in-cluster)"
-        else:
-            path = str(self.settings.hub_kubeconfig)
-            config.load_kube_config(config_file=path, context=self.settings.hub_context, client_configuration=configuration)
-            self.origin = f"hub ({configuration.host})"
-        return client.ApiClient(configuration)
+        api, self.origin = self._connector.connect()
+        return api
 
     def _discover(self, api: Any) -> str:
         from kubernetes import client
 
         try:
-            groups = client.ApisApi(api).get_api_versions(_request_timeout=30).groups or []
+            groups = client.ApisApi(api).get_api_versions(_request_timeout=self.settings.hub_timeout).groups or []
         except Exception as exc:  # noqa: BLE001 - discovery is a hint; listing will say what is wrong
             _log.warning("hub discovery failed; trying the newest ClusterProfile version", error=_short(exc))
             return _VERSIONS[0]
@@ -72,7 +90,7 @@ class HubSource:
                     return str(group.preferred_version.version)
                 served = [v.version for v in group.versions or []]
                 return next((v for v in _VERSIONS if v in served), served[0] if served else _VERSIONS[-1])
-        raise RuntimeError(f"the hub serves no {GROUP} API group: is the ClusterProfile CRD installed?")
+        raise HubProblem(f"the hub serves no {GROUP} API group: is the ClusterProfile CRD installed?")
 
     async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
         """Run until cancelled: ``emit`` every change, call ``listed`` once every scope has listed."""
@@ -102,6 +120,7 @@ class HubSource:
             await asyncio.Event().wait()
         finally:
             stop.set()  # threads end at their next event or watch timeout; they are daemons
+            self._connector.close()  # a hub exec plugin still running dies with serve
 
     def _scope(self, namespace: str | None, send: Callable[[Change], None], listed: Callable[[], None], stop: threading.Event) -> None:
         known: dict[str, dict[str, Any]] = {}
@@ -110,23 +129,30 @@ class HubSource:
         api = None
         while not stop.is_set():
             try:
-                if api is None:
+                if api is None or self._connector.stale():
                     api = self._api()
                     self.version = self.version or self._discover(api)
                 version = self._relist(api, namespace, known, send)
                 if first:
                     first = False
                     listed()
-                failures = 0
                 while not stop.is_set():
-                    version = self._watch(api, namespace, version, known, send, stop)
+                    if self._connector.stale():
+                        api = self._api()  # a fresh credential before the old one expires
+                    version, worked = self._watch(api, namespace, version, known, send, stop)
+                    if worked:
+                        failures = 0
             except _Gone:
                 _log.info("hub watch expired; relisting", namespace=namespace or "*")
+                if failures:  # 410 again before any watch worked: not in a hot loop either
+                    stop.wait(backoff_delay(failures))
+                failures += 1
                 continue
             except Exception as exc:  # noqa: BLE001 - anything from the hub: report, back off, retry
                 failures += 1
-                delay = min(60.0, 2.0 ** (failures - 1))
-                problem = _short(exc)
+                api = None  # the next try reads the kubeconfig (and runs its plugin) again
+                delay = backoff_delay(failures)
+                problem = _short(exc, self._list_url(namespace))
                 send(Change(problems={self._scope_name(namespace): problem}))
                 _log.warning("hub list/watch failed; retrying", namespace=namespace or "*", error=problem, retry_in=delay)
                 if first and failures >= 3:
@@ -139,11 +165,16 @@ class HubSource:
     def _scope_name(self, namespace: str | None) -> str:
         return f"{self.origin} namespace {namespace}" if namespace else self.origin
 
+    def _list_url(self, namespace: str | None) -> str:
+        version = self.version or _VERSIONS[0]
+        where = f"/namespaces/{namespace}" if namespace else ""
+        return f"{self.origin.removeprefix('hub (').rstrip(')')}/apis/{GROUP}/{version}{where}/{PLURAL}"
+
     def _list_page(self, api: Any, namespace: str | None, token: str | None) -> dict[str, Any]:
         from kubernetes import client
 
         objects = client.CustomObjectsApi(api)
-        kwargs: dict[str, Any] = {"limit": _PAGE, "_preload_content": False, "_request_timeout": 60}
+        kwargs: dict[str, Any] = {"limit": _PAGE, "_preload_content": False, "_request_timeout": self.settings.hub_timeout}
         if token:
             kwargs["_continue"] = token
         if self.settings.label_selector:
@@ -154,21 +185,37 @@ class HubSource:
         else:
             response = objects.list_cluster_custom_object(GROUP, self.version, PLURAL, **kwargs)
         # Parsed here, not by the generated client: 10,000 profiles deserialize much faster as JSON.
-        return json.loads(response.data)
+        try:
+            if not 200 <= response.status <= 299:
+                from kubernetes.client.exceptions import ApiException
+
+                raise ApiException(http_resp=_Answer(response))
+            body = _read_bounded(response, _MAX_PAGE_BYTES, "a ClusterProfile list page")
+        finally:
+            response.release_conn()
+        try:
+            page = json.loads(body)
+        except ValueError:
+            raise HubProblem("the hub answered the ClusterProfile list with something that is not JSON") from None
+        return _checked_page(page)
 
     def _relist(self, api: Any, namespace: str | None, known: dict[str, dict[str, Any]], send: Callable[[Change], None]) -> str:
         items: dict[str, dict[str, Any]] = {}
         token: str | None = None
         while True:
             page = self._list_page(api, namespace, token)
-            for item in page.get("items") or []:
+            for index, item in enumerate(page["items"]):
                 key = profile_key(item) if isinstance(item, dict) else None
-                if key is not None:
-                    items[key] = item
-            metadata = page.get("metadata") or {}
+                if key is None:
+                    # Dropping it would report a profile deleted that may be there: refuse the list.
+                    raise HubProblem(f"the hub's ClusterProfile list has an item without a usable metadata.name (item {index})")
+                items[key] = item
+            metadata = page["metadata"]
             token = metadata.get("continue")
             if not token:
-                version = str(metadata.get("resourceVersion") or "")
+                version = metadata.get("resourceVersion")
+                if not isinstance(version, str) or not version:
+                    raise HubProblem("the hub's ClusterProfile list has no metadata.resourceVersion to watch from")
                 break
         change = Change(problems={self._scope_name(namespace): ""})
         origin = self._scope_name(namespace)
@@ -184,73 +231,155 @@ class HubSource:
 
     def _watch(
         self, api: Any, namespace: str | None, version: str, known: dict[str, dict[str, Any]], send: Callable[[Change], None], stop: threading.Event
-    ) -> str:
-        from kubernetes import client, watch
+    ) -> tuple[str, bool]:
+        """Watch from ``version`` until the stream ends; return the last version seen and whether
+        the watch worked (delivered an event, or ran at least a second and ended cleanly)."""
+        from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
         objects = client.CustomObjectsApi(api)
         kwargs: dict[str, Any] = {
+            "watch": True,
             "resource_version": version,
             "allow_watch_bookmarks": True,
             "timeout_seconds": self.watch_seconds,
-            "_request_timeout": self.watch_seconds + 30,
+            "_request_timeout": (self.settings.hub_timeout, self.watch_seconds + 30),
+            "_preload_content": False,
         }
         if self.settings.label_selector:
             kwargs["label_selector"] = self.settings.label_selector
         assert self.version is not None
-        if namespace:
-            function, args = objects.list_namespaced_custom_object, (GROUP, self.version, namespace, PLURAL)
-        else:
-            function, args = objects.list_cluster_custom_object, (GROUP, self.version, PLURAL)
-        watcher = watch.Watch()
         origin = self._scope_name(namespace)
+        started = time.monotonic()
+        delivered = False
         try:
-            for event in watcher.stream(function, *args, **kwargs):
-                if stop.is_set():
-                    break
-                kind, item = event.get("type"), event.get("object")
-                if kind == "ERROR":
-                    if isinstance(item, dict) and item.get("code") == 410:
-                        raise _Gone()
-                    raise RuntimeError(f"the watch failed: {_status_message(item)}")
-                if not isinstance(item, dict):
-                    continue
-                version = str((item.get("metadata") or {}).get("resourceVersion") or version)
-                if kind == "BOOKMARK":
-                    continue
-                key = profile_key(item)
-                if key is None:
-                    continue
-                if kind == "DELETED":
-                    if known.pop(key, None) is not None:
-                        send(Change(deletes={key}))
-                elif kind in ("ADDED", "MODIFIED") and known.get(key) != item:
-                    known[key] = item
-                    send(Change(upserts={key: (item, origin)}))
+            if namespace:
+                response = objects.list_namespaced_custom_object(GROUP, self.version, namespace, PLURAL, **kwargs)
+            else:
+                response = objects.list_cluster_custom_object(GROUP, self.version, PLURAL, **kwargs)
         except ApiException as exc:
             if exc.status == 410:
                 raise _Gone() from None
             raise
+        try:
+            if not 200 <= response.status <= 299:
+                raise ApiException(http_resp=_Answer(response))
+            for kind, item in _events(response):
+                if stop.is_set():
+                    break
+                if kind == "ERROR":
+                    if item.get("code") == 410:
+                        raise _Gone()
+                    raise HubProblem(f"the watch failed: {_status_message(item)}")
+                delivered = True
+                seen = (item.get("metadata") or {}).get("resourceVersion")
+                version = seen if isinstance(seen, str) and seen else version
+                if kind == "BOOKMARK":
+                    continue
+                key = profile_key(item)
+                if key is None:
+                    raise HubProblem(f"the hub sent a watch event ({kind}) whose object has no usable metadata.name")
+                if kind == "DELETED":
+                    if known.pop(key, None) is not None:
+                        send(Change(deletes={key}))
+                elif known.get(key) != item:
+                    known[key] = item
+                    send(Change(upserts={key: (item, origin)}))
         finally:
-            watcher.stop()
-        return version
+            response.release_conn()
+        if not delivered and time.monotonic() - started < _SHORTEST_WATCH and not stop.is_set():
+            raise HubProblem("the hub ended the watch at once, without an event")
+        return version, delivered or time.monotonic() - started >= _SHORTEST_WATCH
+
+
+class _Answer:
+    """What ``ApiException(http_resp=...)`` reads of an answer (status, reason, headers, body)."""
+
+    def __init__(self, response: Any) -> None:
+        self.status, self.reason = response.status, response.reason
+        self.data = _read_bounded(response, 64 * 1024, "an error answer", cut=True)
+
+    def getheaders(self) -> Any:
+        return {}
+
+
+def _read_bounded(response: Any, limit: int, what: str, *, cut: bool = False) -> bytes:
+    """The body of ``response``, at most ``limit`` bytes (more is an error, or cut with ``cut``)."""
+    data = bytearray()
+    for chunk in response.stream(_CHUNK, decode_content=True):
+        data += chunk
+        if len(data) > limit:
+            if cut:
+                return bytes(data[:limit])
+            raise HubProblem(f"the hub sent {what} larger than {limit // (1024 * 1024)} MiB")
+    return bytes(data)
+
+
+def _events(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The watch stream's events as (type, object), each checked; a malformed one is a HubProblem."""
+    buffer = bytearray()
+    for chunk in response.stream(_CHUNK, decode_content=True):
+        buffer += chunk
+        while (end := buffer.find(b"\n")) != -1:
+            line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
+            if line.strip():
+                yield _event(line)
+        if len(buffer) > _MAX_EVENT_BYTES:
+            raise HubProblem(f"the hub sent a watch event larger than {_MAX_EVENT_BYTES // (1024 * 1024)} MiB")
+    if buffer.strip():
+        yield _event(bytes(buffer))
+
+
+def _event(line: bytes) -> tuple[str, dict[str, Any]]:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        raise HubProblem("the hub sent a watch event that is not JSON") from None
+    if not isinstance(event, dict):
+        raise HubProblem(f"the hub sent a watch event that is a JSON {type(event).__name__}, not an object")
+    kind, item = event.get("type"), event.get("object")
+    if kind not in _EVENT_TYPES:
+        shown = repr(kind)[:40] if isinstance(kind, str) else "no type"
+        raise HubProblem(f"the hub sent a watch event of unknown type {shown}")
+    if not isinstance(item, dict):
+        raise HubProblem(f"the hub sent a watch event ({kind}) without an object")
+    return kind, item
+
+
+def _checked_page(page: Any) -> dict[str, Any]:
+    """``page`` if it is a list answer (``items`` a list, ``metadata`` a mapping), else a HubProblem."""
+    if isinstance(page, dict) and page.get("kind") == "Status":
+        raise HubProblem(f"the hub answered the ClusterProfile list with a Status, not a list: {_status_message(page)}")
+    if not isinstance(page, dict) or not isinstance(page.get("items"), list):
+        raise HubProblem("the hub answered the ClusterProfile list with something that is not a list (no items)")
+    if not isinstance(page.get("metadata"), dict):
+        raise HubProblem("the hub's ClusterProfile list has no metadata")
+    return page
 
 
 def _status_message(item: Any) -> str:
     if isinstance(item, dict):
-        return redact_text(str(item.get("message") or item.get("reason") or "unknown error"), strict=True)[:300]
+        return redact_text(" ".join(str(item.get("message") or item.get("reason") or "unknown error").split()), strict=True)[:300]
     return "unknown error"
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: BaseException, url: str = "") -> str:
     from kubernetes.client.exceptions import ApiException
 
+    if isinstance(exc, (HubProblem, HubAuthError)):
+        return redact_text(" ".join(str(exc).split()))[:500]
     if isinstance(exc, ApiException):
         detail = exc.reason or ""
         try:
             body = json.loads(exc.body) if exc.body else {}
-            detail = body.get("message") or detail
+            detail = body.get("message") or detail if isinstance(body, dict) else detail
         except (TypeError, ValueError):
             pass
-        return redact_text(f"HTTP {exc.status}: {' '.join(str(detail).split())}")[:300]
+        text = f"HTTP {exc.status}: {' '.join(str(detail).split())}"
+        if exc.status == 404 and url:
+            text = (
+                f"HTTP 404 from {url}: the hub has no ClusterProfiles there; is the ClusterProfile CRD "
+                f"(clusterprofiles.{GROUP}) installed, and does every namespace of --namespaces exist? ({' '.join(str(detail).split())})"
+            )
+        return redact_text(text)[:500]
     return redact_text(f"{type(exc).__name__}: {' '.join(str(exc).split())}")[:300]

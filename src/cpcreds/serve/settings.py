@@ -96,6 +96,15 @@ class ServeSettings(BaseSettings):
     watch_config: bool = True
     #: Seconds a shutdown may take before plugin runs are killed.
     shutdown_timeout: float = 5.0
+    #: Bound on one hub request (a list page, discovery, opening a watch) and on one run of the
+    #: hub kubeconfig's own exec plugin.
+    hub_timeout: float = 30.0
+    #: HTTP: a connection idle this long between requests is closed; a request's line and
+    #: headers must arrive within http_header_timeout; at most http_max_connections at once
+    #: (and never more than half the descriptor limit).
+    http_idle_timeout: float = 60.0
+    http_header_timeout: float = 10.0
+    http_max_connections: int = Field(default=512, ge=1, le=65536)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] | None = None
 
@@ -118,7 +127,9 @@ class ServeSettings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("scan_interval", "probe_interval", "probe_timeout", "shutdown_timeout", mode="before")
+    @field_validator(
+        "scan_interval", "probe_interval", "probe_timeout", "shutdown_timeout", "hub_timeout", "http_idle_timeout", "http_header_timeout", mode="before"
+    )
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value, "the duration")
