@@ -132,3 +132,58 @@ def test_a_hub_answering_malformed_events_is_retried_1s_then_2s_not_every_second
     running.until(lambda: len(watches(hub)) >= 3, timeout=15, what="three watch attempts")
     first, second, third = (r.at for r in watches(hub)[:3])
     assert 0.9 <= second - first < 1.9 and third - second >= 1.9
+
+
+# -- 17.5: a failed reload stays visible until a good config loads -----------------------------
+
+
+def test_a_failed_config_reload_is_on_the_page_and_in_v1_clusters_until_a_good_one_loads(start_serve: Any, tmp_path: Path) -> None:
+    running = start_serve([MINT], {"a.yaml": mint_profile("a")})
+    running.wait_ready()
+    config = tmp_path / "providers.yaml"
+    good = config.read_text()
+    config.write_text("providers: [{name: mint, type: mint, options: {lifetime: -5}}")  # not YAML
+    assert running.reload() is False
+    body = json.loads(running.get("/v1/clusters")[2])
+    assert body["configError"].startswith("reload failed (test), running the previous config: ")
+    assert "reload failed" in running.get("/")[2]
+    assert body["clusters"][0]["state"] == "ready"
+    config.write_text(good)
+    assert running.reload() is True
+    assert json.loads(running.get("/v1/clusters")[2])["configError"] is None
+    assert "reload failed" not in running.get("/")[2]
+
+
+# -- 18.9: silent sockets cannot exhaust serve's descriptors -----------------------------------
+
+
+def test_silent_sockets_at_a_low_descriptor_limit_do_not_kill_healthz(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "none", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}]}))
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    process = Serve(
+        ["--config", str(config), "--profiles-dir", str(profiles), "--http-header-timeout", "30s", "--http-idle-timeout", "30s"],
+        preexec_fn=low_limit,
+    )
+    try:
+        host, port = process.wait_for(r"status page http://([\d.]+):(\d+)/").groups()
+        silent = []
+        for _ in range(200):  # more than the descriptor limit: the cap (80) sheds the oldest
+            try:
+                silent.append(socket.create_connection((host, int(port)), timeout=5))
+            except OSError:
+                break
+        started = time.monotonic()
+        with socket.create_connection((host, int(port)), timeout=5) as probe:
+            probe.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            answer = probe.recv(1024)
+        assert answer.startswith(b"HTTP/1.0 200") and time.monotonic() - started < 3
+        for sock in silent:
+            sock.close()
+    finally:
+        process.kill()

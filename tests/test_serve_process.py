@@ -28,7 +28,8 @@ CPCREDS = Path(sys.executable).with_name("cpcreds")
 class Serve:
     """A ``cpcreds serve`` subprocess whose stderr is read line by line."""
 
-    def __init__(self, args: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, **popen: Any) -> None:
+        """``popen``: more Popen arguments (``preexec_fn``, ``stdout``; stdout is discarded by default)."""
         environment = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
         environment.update(env or {})
         self.process = subprocess.Popen(
@@ -36,9 +37,10 @@ class Serve:
             cwd=cwd,
             env=environment,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=popen.pop("stdout", subprocess.DEVNULL),
             stderr=subprocess.PIPE,
             text=True,
+            **popen,
         )
         self.lines: list[str] = []
 

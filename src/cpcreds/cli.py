@@ -308,6 +308,10 @@ _SERVE_FLAGS: tuple[tuple[str, str | None, str], ...] = (
     ("probe_timeout", "DURATION", "how long a probe may take (default: 5s)"),
     ("watch_config", None, "re-read the config file when it changes (default: on; SIGHUP always reloads)"),
     ("shutdown_timeout", "DURATION", "how long SIGTERM may take before plugins are killed (default: 5s)"),
+    ("hub_timeout", "DURATION", "bound on one hub request and on the hub kubeconfig's exec plugin (default: 30s)"),
+    ("http_idle_timeout", "DURATION", "close an HTTP connection idle this long (default: 1m)"),
+    ("http_header_timeout", "DURATION", "a request's line and headers must arrive within this (default: 10s)"),
+    ("http_max_connections", "N", "most HTTP connections at once, at most half the descriptor limit (default: 512)"),
     ("log_level", "LEVEL", "debug, info, warning or error (default: info)"),
     ("log_format", "FORMAT", "console or json (default: console)"),
 )
@@ -335,7 +339,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from .logs import configure_logging
     from .serve.service import Service
-    from .serve.settings import ServeSettings
+    from .serve.settings import ServeSettings, UnusableFolder
 
     if args.access_providers:
         raise ConfigError("serve reads its providers from --config only (it reloads that file)", source="--clusterprofile-access-provider")
@@ -346,7 +350,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     flags = {name: getattr(args, f"serve_{name}") for name, _, _ in _SERVE_FLAGS}
     serve_settings = ServeSettings.load({**flags, "config": path}, config.serve)
     configure_logging(serve_settings.log_level, serve_settings.log_format or settings.log_format)
-    return asyncio.run(Service(serve_settings, config).run())
+    try:
+        return asyncio.run(Service(serve_settings, config).run())
+    except UnusableFolder as exc:  # a folder flag naming the wrong thing: a usage error
+        sys.stderr.write(f"cpcreds: usage error: {exc} (see cpcreds serve --help)\n")
+        return 2
 
 
 # -- helpers ---------------------------------------------------------------------------------

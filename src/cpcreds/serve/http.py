@@ -1,12 +1,25 @@
 """serve's HTTP endpoints, in a thread of their own so a slow scrape never delays a refresh:
 ``/`` (status page), ``/v1/clusters`` (JSON; ``/v1/clusters/<namespace>/<name>`` for one), ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``.
+
+Clients are not trusted to behave. A connection must send its request line and headers within
+the header timeout (from its first byte, or from the accept), and one idle between requests is
+closed after the idle timeout. At most ``max_connections`` are open at once, and never more than
+half the process's descriptor limit: at the cap, the connection idle (or slowest to send its
+headers) the longest is closed to make room, so silent sockets cannot starve ``/healthz``. When
+``accept`` fails for lack of descriptors (``EMFILE``), the accept loop closes such a connection
+and pauses (10 ms doubling to 1 s) instead of spinning on the listening socket.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import resource
+import socket
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -16,41 +29,163 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from .page import render_status_page
 from .status import StatusBoard
 
-__all__ = ["StatusServer"]
+__all__ = ["StatusServer", "ConnectionLimits"]
+
+#: accept() errors that mean "no descriptor or buffer for a new connection now".
+_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_FIRST_PAUSE, _LAST_PAUSE = 0.01, 1.0
+#: A connection's phase: waiting (idle) for a request, reading its headers, or being answered.
+_IDLE, _HEADERS, _BUSY = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Timeouts (seconds) and the cap on open connections (see the module docstring)."""
+
+    idle_timeout: float = 60.0
+    header_timeout: float = 10.0
+    max_connections: int = 512
+
+    def cap(self) -> int:
+        """``max_connections``, at most half the soft ``RLIMIT_NOFILE`` (the rest is for plugins,
+        the hub, the profiles folder), at least 1."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = self.max_connections if soft == resource.RLIM_INFINITY else min(self.max_connections, soft // 2)
+        return max(1, limit)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], board: StatusBoard, registry: CollectorRegistry, healthy: Callable[[], bool]) -> None:
+    def __init__(
+        self, address: tuple[str, int], board: StatusBoard, registry: CollectorRegistry, healthy: Callable[[], bool], limits: ConnectionLimits
+    ) -> None:
         # IPv6 literals need an AF_INET6 socket.
         if ":" in address[0]:
-            import socket
-
             self.address_family = socket.AF_INET6
+        self.limits, self.cap = limits, limits.cap()
+        # socket -> (phase, since): when it went idle, or the deadline of its headers.
+        self._connections: dict[socket.socket, tuple[int, float]] = {}
+        self._connections_lock = threading.Lock()
+        self._pause = 0.0
         super().__init__(address, _Handler)
         self.board, self.registry, self.healthy = board, registry, healthy
+
+    # -- connection bookkeeping (handler threads and the accept loop) ---------------------------
+
+    def phase(self, connection: socket.socket, phase: int, at: float) -> None:
+        with self._connections_lock:
+            if connection in self._connections:
+                self._connections[connection] = (phase, at)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            request = super().get_request()
+        except OSError as exc:
+            if exc.errno in _RESOURCE_ERRORS:
+                # The listening socket stays readable: without a pause this loop spins at 100%.
+                with self._connections_lock:
+                    self._shed_one()
+                self._pause = min(_LAST_PAUSE, max(_FIRST_PAUSE, self._pause * 2))
+                time.sleep(self._pause)
+            raise
+        self._pause = 0.0
+        return request
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        with self._connections_lock:
+            if len(self._connections) >= self.cap and not self._shed_one():
+                return False  # every connection is being answered: this one is closed at once
+            self._connections[request] = (_HEADERS, time.monotonic() + self.limits.header_timeout)
+        return True
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def service_actions(self) -> None:
+        """Between accepts (every poll interval): cut connections past their header deadline."""
+        now = time.monotonic()
+        with self._connections_lock:
+            late = [c for c, (phase, at) in self._connections.items() if phase == _HEADERS and at <= now]
+            for connection in late:
+                self._cut(connection)
+
+    def _shed_one(self) -> bool:
+        """Cut the connection idle the longest, else the one slowest with its headers (lock held)."""
+        idle = [(at, c) for c, (phase, at) in self._connections.items() if phase == _IDLE]
+        reading = [(at, c) for c, (phase, at) in self._connections.items() if phase == _HEADERS]
+        pool = idle or reading
+        if not pool:
+            return False
+        self._cut(min(pool, key=lambda item: item[0])[1])
+        return True
+
+    def _cut(self, connection: socket.socket) -> None:
+        # Lock held. shutdown(), not close(): the handler thread blocked on it wakes up (EOF) and
+        # closes it itself, so the descriptor cannot be reused under its feet.
+        self._connections.pop(connection, None)
+        try:
+            connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "cpcreds-serve"
     sys_version = ""
+    _served = 0
+
+    def setup(self) -> None:
+        self.timeout = self.server.limits.header_timeout  # socket timeout for the first request
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        server, connection = self.server, self.connection
+        if self._served:
+            # Keep-alive: wait for the next request's first byte at most the idle timeout, then
+            # give its headers the header timeout.
+            server.phase(connection, _IDLE, time.monotonic())
+            connection.settimeout(server.limits.idle_timeout)
+            try:
+                waiting = self.rfile.peek(1)
+            except OSError:  # timed out, reset, or cut to make room
+                waiting = b""
+            if not waiting:
+                self.close_connection = True
+                return
+            server.phase(connection, _HEADERS, time.monotonic() + server.limits.header_timeout)
+            connection.settimeout(server.limits.header_timeout)
+        self._served += 1
+        super().handle_one_request()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+        self.server.phase(self.connection, _BUSY, time.monotonic())
         path = self.path.split("?", 1)[0]
         board = self.server.board
         if path == "/healthz":
             ok = self.server.healthy()
             self._send(200 if ok else 503, "text/plain; charset=utf-8", b"ok\n" if ok else b"unhealthy\n")
         elif path == "/readyz":
-            self._send(200 if board.synced else 503, "text/plain; charset=utf-8", b"ok\n" if board.synced else b"first sync in progress\n")
+            reason = board.readiness()
+            self._send(200 if reason is None else 503, "text/plain; charset=utf-8", f"{reason or 'ok'}\n".encode())
         elif path == "/metrics":
             self._send(200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry))
         elif path == "/v1/clusters":
             clusters, problems = board.snapshot()
-            body = {"ready": board.synced, "source": board.source, "counts": board.counts(), "clusters": clusters, "problems": problems}
+            reason = board.readiness()
+            body = {
+                "ready": reason is None,
+                "notReady": reason,
+                "source": board.source,
+                "counts": board.counts(),
+                "configError": board.config_error,
+                "clusters": clusters,
+                "problems": problems,
+            }
             self._send(200, "application/json", json.dumps(body, indent=1).encode())
         elif path.startswith("/v1/clusters/"):
             cluster = board.one(unquote(path.removeprefix("/v1/clusters/")))
@@ -60,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, "application/json", json.dumps(cluster, indent=1).encode())
         elif path in ("/", "/index.html"):
             clusters, problems = board.snapshot()
-            page = render_status_page(clusters, problems, ready=board.synced, counts=board.counts(), source=board.source)
+            page = render_status_page(clusters, problems, not_ready=board.readiness(), counts=board.counts(), source=board.source, config_error=board.config_error)
             self._send(200, "text/html; charset=utf-8", page.encode())
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found: try /, /v1/clusters, /metrics, /healthz, /readyz\n")
@@ -85,8 +220,16 @@ class _Handler(BaseHTTPRequestHandler):
 class StatusServer:
     """The endpoints on ``host:port`` (port 0: a free one; see :attr:`address`)."""
 
-    def __init__(self, host: str, port: int, board: StatusBoard, registry: CollectorRegistry, healthy: Callable[[], bool] = lambda: True) -> None:
-        self._server = _Server((host, port), board, registry, healthy)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        board: StatusBoard,
+        registry: CollectorRegistry,
+        healthy: Callable[[], bool] = lambda: True,
+        limits: ConnectionLimits = ConnectionLimits(),
+    ) -> None:
+        self._server = _Server((host, port), board, registry, healthy, limits)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="cpcreds-serve-http", daemon=True)
 
     @property

@@ -15,20 +15,21 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import structlog
 
 from ..access import AccessPlan
 from ..credential import Credential
 from ..engine import CredentialEngine
 from ..failover import Answer, Route
 from ..errors import CredentialError, NoMatchingProvider
+from ..logs import get_logger
 from ..policies import BackoffPolicy
 from .inventory import Change
 from .status import ClusterStatus, ProbeResult, StatusBoard, control_plane_healthy
 
 __all__ = ["Keeper"]
 
-_log = structlog.get_logger("cpcreds.serve")
+# Through logging (stderr, redacted), never structlog's default printer (stdout, unredacted).
+_log = get_logger("cpcreds.serve")
 
 #: How soon to look again when the engine answered from cache while its own background refresh
 #: runs (the keeper then picks up the new credential).

@@ -38,8 +38,21 @@ def _healthy(condition: Mapping[str, Any] | None) -> str:
     return " ".join(str(condition.get(k)) for k in ("status", "reason") if condition.get(k))
 
 
-def render_status_page(clusters: Sequence[Mapping[str, Any]], problems: Mapping[str, str], *, ready: bool, counts: Mapping[str, int], source: str) -> str:
-    """The page at ``/``: a summary line, inventory problems, and one row per profile."""
+def _kubeconfig(problem: str | None) -> str:
+    return f" (kubeconfig not written: {problem})" if problem else ""
+
+
+def render_status_page(
+    clusters: Sequence[Mapping[str, Any]],
+    problems: Mapping[str, str],
+    *,
+    not_ready: str | None,
+    counts: Mapping[str, int],
+    source: str,
+    config_error: str | None = None,
+) -> str:
+    """The page at ``/``: a summary line (``not_ready``: why serve is not ready), a failed config
+    reload, inventory problems, and one row per profile (with a kubeconfig that cannot be written)."""
     summary = ", ".join(f"{count} {state}" for state, count in counts.items() if count) or "no profiles"
     rows = []
     for c in clusters:
@@ -53,7 +66,7 @@ def render_status_page(clusters: Sequence[Mapping[str, Any]], problems: Mapping[
             f"<td>{_cell(c['lastSuccess'])}</td>"
             f"<td>{_cell(_probe(c['probe']))}</td>"
             f"<td>{_cell(_healthy(c['controlPlaneHealthy']))}</td>"
-            f'<td class="error">{_cell(c["lastError"])}</td>'
+            f'<td class="error">{_cell(c["lastError"])}{_cell(_kubeconfig(c.get("kubeconfigError")))}</td>'
             "</tr>"
         )
     problem_list = "".join(f"<li><b>{_cell(origin)}</b>: {_cell(problem)}</li>" for origin, problem in sorted(problems.items()))
@@ -61,8 +74,9 @@ def render_status_page(clusters: Sequence[Mapping[str, Any]], problems: Mapping[
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"refresh\" content=\"10\">"
         f"<title>cpcreds serve</title><style>{_STYLE}</style></head><body>"
-        f"<h1>cpcreds serve</h1><p>Source: {_cell(source)}. {'Ready' if ready else 'First sync in progress'}: {_cell(summary)}. "
+        f"<h1>cpcreds serve</h1><p>Source: {_cell(source)}. {'Ready' if not_ready is None else 'Not ready (' + _cell(not_ready) + ')'}: {_cell(summary)}. "
         'Also: <a href="/v1/clusters">/v1/clusters</a> (JSON), <a href="/metrics">/metrics</a>.</p>'
+        + (f'<h2>Config</h2><p class="failing">The config {_cell(config_error)}</p>' if config_error else "")
         + (f"<h2>Inventory problems</h2><ul>{problem_list}</ul>" if problem_list else "")
         + "<table><thead><tr><th>Profile</th><th>Provider</th><th>State</th><th>Expires</th><th>Last success</th>"
         "<th>Probe</th><th>ControlPlaneHealthy</th><th>Last error</th></tr></thead><tbody>"

@@ -11,6 +11,7 @@ the HTTP thread reads the status board.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import signal
 import sys
@@ -18,24 +19,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-import structlog
 from prometheus_client import CollectorRegistry
 
 from .._parse import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
+from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
 from .inventory import Change, DirectorySource
 from .keeper import Keeper
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
-from .settings import ServeSettings, parse_listen
+from .settings import ServeSettings, UnusableFolder, parse_listen
 from .status import ServeCollector, StatusBoard
 
 __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
-_log = structlog.get_logger("cpcreds.serve")
+# Through logging (stderr, redacted), never structlog's default printer (stdout, unredacted).
+_log = get_logger("cpcreds.serve")
 
 #: The directory source's folder when no source is given: next to the provider config.
 DEFAULT_PROFILES_DIR = "clusterprofiles"
@@ -72,6 +74,7 @@ class Service:
         self.engine: CredentialEngine | None = None
         self.keeper: Keeper | None = None
         self.writer: KubeconfigWriter | None = None
+        self._directory: DirectorySource | None = None
         self.http = None
         self.exit_code = 0
 
@@ -121,16 +124,23 @@ class Service:
     async def run(self, *, on_started: Callable[[Service], None] | None = None) -> int:
         settings = self.settings
         loop = asyncio.get_running_loop()
-        if settings.kubeconfig_dir is not None:
-            self.writer = KubeconfigWriter(settings.kubeconfig_dir, self.config.source)
+        self._check_folders()
         self._start_generation(self.config)
         host, port = parse_listen(settings.listen)
-        from .http import StatusServer
+        from .http import ConnectionLimits, StatusServer
 
         try:
-            self.http = StatusServer(host, port, self.board, self.metrics, healthy=lambda: not self._stop.is_set())
+            self.http = StatusServer(
+                host,
+                port,
+                self.board,
+                self.metrics,
+                healthy=lambda: not self._stop.is_set(),
+                limits=ConnectionLimits(settings.http_idle_timeout, settings.http_header_timeout, settings.http_max_connections),
+            )
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}", source="serve settings") from None
+            hint = "; another process is using it (or pick a free port: --listen 127.0.0.1:0)" if exc.errno == errno.EADDRINUSE else ""
+            raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}{hint}", source="serve settings") from None
         self.http.start()
         for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
             try:
@@ -179,6 +189,37 @@ class Service:
         self.out.flush()
         _log.info("serving", url=self.http.url, source=self.settings.source)
 
+    def _check_folders(self) -> None:
+        """A profiles folder that cannot be listed, or a kubeconfig folder that cannot be made,
+        stops serve at start (:class:`UnusableFolder`): serving "no profiles" as ready would hide
+        the mistake. Later, the same troubles are reported while serving (see ``_folder_state``)."""
+        if self.settings.source == "directory":
+            self._directory = DirectorySource(self._profiles_dir())
+            problem = self._directory.check()
+            if problem is not None:
+                raise UnusableFolder("profiles_dir", self._profiles_dir(), problem)
+        if self.settings.kubeconfig_dir is not None:
+            try:
+                self.writer = KubeconfigWriter(self.settings.kubeconfig_dir, self.config.source, on_error=self.board.set_kubeconfig_error)
+            except OSError as exc:
+                reason = "is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else f"cannot be made: {exc.strerror or type(exc).__name__}"
+                raise UnusableFolder("kubeconfig_dir", self.settings.kubeconfig_dir, reason) from None
+
+    def _folder_state(self, problem: str | None) -> None:
+        """Serve is not ready while its profiles folder cannot be listed (the profiles already
+        read keep their credentials); said on stderr, the page, /readyz and /v1/clusters."""
+        reason = f"the profiles folder {self._profiles_dir()}: {problem}" if problem is not None else None
+        if reason == self.board.not_ready:
+            return
+        self.board.not_ready = reason
+        if reason is not None:
+            self.out.write(f"cpcreds serve: not ready: {reason}\n")
+            _log.error("not ready", reason=reason)
+        else:
+            self.out.write(f"cpcreds serve: ready again: the profiles folder {self._profiles_dir()} can be listed\n")
+            _log.info("ready again")
+        self.out.flush()
+
     def _profiles_dir(self) -> Path:
         if self.settings.profiles_dir is not None:
             return self.settings.profiles_dir
@@ -191,7 +232,7 @@ class Service:
             hub = HubSource(self.settings)
             await hub.run(self._changes.put_nowait, self._listed_once)
             return
-        directory = DirectorySource(self._profiles_dir())
+        directory = self._directory or DirectorySource(self._profiles_dir())
         loop = asyncio.get_running_loop()
         seen, last_full = None, float("-inf")
         while True:
@@ -202,6 +243,7 @@ class Service:
                 change = await asyncio.to_thread(directory.scan)
                 if change:
                     self._changes.put_nowait(change)
+                self._folder_state(directory.folder_problem)
             if not self._listed:
                 self._listed_once()
             await asyncio.sleep(self.settings.scan_interval)
@@ -265,7 +307,10 @@ class Service:
             _log.error("config reload failed; keeping the running config", why=why, error=problem)
             self.out.write(f"cpcreds serve: config reload failed, keeping the running config: {problem}\n")
             self.out.flush()
+            # Shown on the page and in /v1/clusters until a config loads: the banner scrolls away.
+            self.board.config_error = redact_text(f"reload failed ({why}), running the previous config: {problem}")
             return False
+        self.board.config_error = None
         old_keeper, old_engine = self.keeper, self.engine
         self._start_generation(config)
         if old_keeper is not None and old_engine is not None:

@@ -115,6 +115,11 @@ class StatusBoard:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     synced: bool = False
     started_at: float = 0.0
+    #: Why serve is not ready although its first sync is done (the profiles folder is gone).
+    not_ready: str | None = None
+    _kubeconfig_errors: dict[str, str] = field(default_factory=dict)
+    #: Why the last config reload failed (serve runs the previous config), until one succeeds.
+    config_error: str | None = None
 
     def put(self, status: ClusterStatus) -> None:
         with self._lock:
@@ -131,10 +136,27 @@ class StatusBoard:
             else:
                 self._problems.pop(origin, None)
 
+    def set_kubeconfig_error(self, key: str, problem: str | None) -> None:
+        """Why the profile's kubeconfig files cannot be written now (None: they are written)."""
+        with self._lock:
+            if problem:
+                self._kubeconfig_errors[key] = redact_text(problem)
+            else:
+                self._kubeconfig_errors.pop(key, None)
+
+    def readiness(self) -> str | None:
+        """None when serve is ready (what ``/readyz`` answers 200 to), else why not."""
+        if not self.synced:
+            return "first sync in progress"
+        return self.not_ready
+
+    def _shown(self, status: ClusterStatus) -> dict[str, Any]:
+        return {**status.to_dict(), "kubeconfigError": self._kubeconfig_errors.get(status.key)}
+
     def snapshot(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every cluster as ``/v1/clusters`` shows it (sorted by key), and the inventory problems."""
         with self._lock:
-            clusters = [status.to_dict() for status in self._clusters.values()]
+            clusters = [self._shown(status) for status in self._clusters.values()]
             problems = dict(self._problems)
         clusters.sort(key=lambda c: c["key"])
         return clusters, problems
@@ -143,7 +165,7 @@ class StatusBoard:
         """One cluster as ``/v1/clusters`` shows it, or None."""
         with self._lock:
             status = self._clusters.get(key)
-            return status.to_dict() if status is not None else None
+            return self._shown(status) if status is not None else None
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -174,8 +196,8 @@ class ServeCollector(Collector):
         for state, count in self.board.counts().items():
             inventory.add_metric([self.board.source, state], count)
         yield inventory
-        ready = GaugeMetricFamily("cpcreds_serve_ready", "1 once the first full sync of the inventory is done.")
-        ready.add_metric([], 1.0 if self.board.synced else 0.0)
+        ready = GaugeMetricFamily("cpcreds_serve_ready", "1 when serve is ready (/readyz answers 200): the first full sync is done and the inventory source is usable.")
+        ready.add_metric([], 1.0 if self.board.readiness() is None else 0.0)
         yield ready
         expiry = GaugeMetricFamily("cpcreds_serve_credential_expiry_timestamp_seconds", "When the held credential expires (Unix time); absent without an expiry.", labels=["profile", "provider"])
         success = GaugeMetricFamily("cpcreds_serve_credential_last_success_timestamp_seconds", "When the last fetch succeeded (Unix time).", labels=["profile", "provider"])
