@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._parse import open_regular
 from .config import AllowlistEntry, PluginPolicy
+from .envline import EnvCommand, EnvLineError, parse_env_args
 from .errors import PluginNotAllowed
 from .pinning import PinnedRun, PinStore, default_store
 
@@ -52,6 +54,13 @@ def resolve_command(command: str) -> str | None:
             return None
         command = found
     return os.path.normpath(os.path.abspath(command))
+
+
+def _text_environ(env: Mapping[Any, Any] | None) -> Mapping[str, str]:
+    """``env`` with str keys and values (the exec runner builds bytes); None: this process's."""
+    if env is None:
+        return os.environ
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in env.items()}
 
 
 def read_interpreter(head: bytes) -> tuple[str, str | None] | None:
@@ -121,8 +130,12 @@ class PluginGate:
         self._by_path = [(os.path.normpath(os.path.abspath(e.command)), e) for e in entries if "/" in e.command]
         self._by_name = [e for e in entries if "/" not in e.command]
 
-    def admit(self, provider: str, command: str, executable: str, argv: Sequence[str]) -> Admission:
-        """Decide one run of ``command`` (found at ``executable``) with ``argv``."""
+    def admit(
+        self, provider: str, command: str, executable: str, argv: Sequence[str], env: Mapping[Any, Any] | None = None
+    ) -> Admission:
+        """Decide one run of ``command`` (found at ``executable``) with ``argv`` and the
+        environment ``env`` (str or bytes keys and values; default: this process's): what
+        ``env`` in the chain runs is looked up on that environment's ``PATH``."""
         policy = self.policy
         if policy.policy_type == "AllowAll":
             return Admission(executable, list(argv))
@@ -131,7 +144,7 @@ class PluginGate:
         resolved = os.path.normpath(os.path.abspath(executable))
         pinned: list[PinnedRun] = []
         try:
-            admission = self._walk(provider, command, resolved, list(argv), pinned)
+            admission = self._walk(provider, command, resolved, list(argv), pinned, env)
             if not pinned:  # nothing pinned: the kernel follows the #! chain itself
                 return Admission(executable, list(argv))
             return admission
@@ -142,28 +155,58 @@ class PluginGate:
 
     # -- pieces ----------------------------------------------------------------------------
 
-    def _walk(self, provider: str, command: str, resolved: str, argv: list[str], pinned: list[PinnedRun]) -> Admission:
-        """Check the plugin and every interpreter its ``#!`` chain leads to (as the kernel follows
-        it, up to :data:`_MAX_INTERPRETERS` deep; ``env PROGRAM`` leads to PROGRAM on PATH).
+    def _walk(
+        self, provider: str, command: str, resolved: str, argv: list[str], pinned: list[PinnedRun], env: Mapping[Any, Any] | None
+    ) -> Admission:
+        """Check the plugin and every program its ``#!`` chain leads to (as the kernel follows
+        it, up to :data:`_MAX_INTERPRETERS` deep), and through ``env`` the program env would run
+        (its options read as GNU env reads them, its ``PATH`` the one the plugin gets).
 
         When nothing in the chain is pinned, the plugin is started by path and the kernel does
-        the rest. When something is, cpcreds does what the kernel would, with every pinned file
-        already open and sealed: the last interpreter runs from its copy (or by path) and each
-        script is handed to the next as ``/dev/fd/N`` of its copy."""
+        the rest. When something is, cpcreds does what the kernel (and env) would, with every
+        pinned file already open and sealed: the last program runs from its copy (or by path)
+        and each script is handed to the next as ``/dev/fd/N`` of its copy. An env that does
+        more than find its program (``-i``, ``-u``, ``NAME=VALUE``, ``-C``, signal options) is
+        run itself, so nothing after it may be pinned: that is refused."""
         path, what = resolved, None  # what: how refusals name this link ("its interpreter X")
         entries = self._entries_for(path)
         if not entries:
             raise self._refuse(provider, command, f"{path} is not in pluginPolicy.allowlist", "not_allowlisted")
-        run = self._pinned(provider, command, path, entries)
-        first = run
-        if run is not None:
-            pinned.append(run)
-        for _ in range(_MAX_INTERPRETERS + 1):
+        #: (executable, argv, env's changes) once an env with options of its own must run itself.
+        fixed: tuple[str, list[str], str] | None = None
+        first_sha256: str | None = None
+        for depth in range(_MAX_INTERPRETERS + 1):
+            if fixed is not None and all(entry.sha256 for entry in entries):
+                raise self._refuse(
+                    provider, command, f"{what} is pinned, but env must run it by name to apply {fixed[2]}: drop those options or the pin", "interpreter"
+                )
+            run = self._pinned(provider, command, path, entries, what) if fixed is None else None
+            if run is not None:
+                pinned.append(run)
+            if depth == 0:
+                first_sha256 = run.sha256 if run is not None else None
+            if os.path.basename(path) == "env":
+                line = self._env_line(provider, command, argv, env, what)
+                via = _shown(argv[0])
+                what = f"its interpreter {_shown(line.program)} (from #! via {via})" if depth else f"{_shown(line.program)} (run by {via})"
+                target = line.find_program(_text_environ(env))
+                if target is None:
+                    raise self._refuse(provider, command, f"{what} is not on PATH", "interpreter")
+                if line.only_finds_program:
+                    # env's whole job is the lookup: done here, so a pinned program runs from its copy.
+                    if run is not None:
+                        pinned.remove(run)
+                        run.release()
+                    argv = [line.program, *line.args]
+                elif fixed is None:
+                    fixed = (run.executable if run is not None else path, argv, line.changes())
+                path, entries = target, self._entries_for(target)
+                if not entries:
+                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
+                continue
             interpreter = read_interpreter(run.head if run is not None else _read_head(path))
             if interpreter is None:
                 break
-            if _ == _MAX_INTERPRETERS:
-                raise self._refuse(provider, command, f"its #! chain is deeper than {_MAX_INTERPRETERS} interpreters", "interpreter")
             script = self._reference(path, run)
             interpreter_path, argument = interpreter
             next_path = resolve_command(interpreter_path) if "/" in interpreter_path else None
@@ -171,37 +214,23 @@ class PluginGate:
             if next_path is None:
                 raise self._refuse(provider, command, f"{what} cannot be run: a #! interpreter must be a path", "interpreter")
             argv = [interpreter_path, *([argument] if argument else []), script, *argv[1:]]
-            if os.path.basename(next_path) == "env" and argument and not argument.startswith("-") and " " not in argument:
-                # `#!/usr/bin/env python3`: env runs python3 from PATH. Both must be allowed; if
-                # python3 is pinned, cpcreds starts it itself, as env would have, from its copy.
-                env_entries = self._entries_for(next_path)
-                if not env_entries:
-                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
-                env_run = self._pinned(provider, command, next_path, env_entries)
-                if env_run is not None:
-                    env_run.release()  # env itself is checked but never run when its program is pinned
-                target = resolve_command(argument)
-                what = f"its interpreter {_shown(argument)} (from #! via {_shown(interpreter_path)})"
-                if target is None:
-                    raise self._refuse(provider, command, f"{what} is not on PATH", "interpreter")
-                target_entries = self._entries_for(target)
-                if not target_entries:
-                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
-                if env_run is not None or all(e.sha256 for e in target_entries):
-                    argv = [argument, script, *argv[3:]]  # env's own work, done here
-                    next_path, entries = target, target_entries
-                else:
-                    entries = env_entries  # unpinned: env runs and finds the program itself
-            else:
-                entries = self._entries_for(next_path)
-                if not entries:
-                    raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
-            path = next_path
-            run = self._pinned(provider, command, path, entries, what)
-            if run is not None:
-                pinned.append(run)
+            path, entries = next_path, self._entries_for(next_path)
+            if not entries:
+                raise self._refuse(provider, command, f"{what} is not in pluginPolicy.allowlist", "interpreter")
+        else:
+            raise self._refuse(provider, command, f"its #! chain is deeper than {_MAX_INTERPRETERS} interpreters", "interpreter")
+        if fixed is not None:
+            return Admission(fixed[0], fixed[1], tuple(pinned), first_sha256)
         executable = run.executable if run is not None else path
-        return Admission(executable, argv, tuple(pinned), first.sha256 if first is not None else None)
+        return Admission(executable, argv, tuple(pinned), first_sha256)
+
+    def _env_line(self, provider: str, command: str, argv: list[str], env: Mapping[Any, Any] | None, what: str | None) -> EnvCommand:
+        try:
+            return parse_env_args(argv[1:], _text_environ(env))
+        except EnvLineError as exc:
+            problem = str(exc)
+        subject = f"{what}: " if what else ""
+        raise self._refuse(provider, command, f"{subject}{_shown(argv[0])} {problem}", "interpreter")
 
     @staticmethod
     def _reference(path: str, run: PinnedRun | None) -> str:
@@ -266,6 +295,7 @@ def pin_entries(commands: Sequence[tuple[str, str]]) -> list[PinEntry]:
 
     entries: list[PinEntry] = []
     seen: set[str] = set()
+    run_by_env: dict[str, str] = {}
     queue = list(commands)
     while queue:
         command, needed_by = queue.pop(0)
@@ -280,10 +310,24 @@ def pin_entries(commands: Sequence[tuple[str, str]]) -> list[PinEntry]:
         # pinned: run from a sealed copy it would see itself as /dev/fd/N, and shims find the
         # program to run from their own name.
         shim = interpreter is not None and needed_by.startswith("interpreter of ")
-        entries.append(PinEntry(resolved, None if shim else sha256_file(resolved), needed_by + (" (a script: not pinned)" if shim else "")))
+        # A program env runs with options of its own (-i, NAME=VALUE, ...) is run by env, by
+        # name: the gate refuses to pin it, so it is allowed by path.
+        by_env = resolved in run_by_env
+        note = " (a script: not pinned)" if shim else f" (env {run_by_env[resolved]} before running it: not pinned)" if by_env else ""
+        entries.append(PinEntry(resolved, None if shim or by_env else sha256_file(resolved), needed_by + note))
         if interpreter is not None:
             path, argument = interpreter
             queue.append((path, f"interpreter of {resolved}"))
-            if os.path.basename(path) == "env" and argument and not argument.startswith("-"):
-                queue.append((argument.split()[0], f"interpreter of {resolved}, through {path}"))
+            if os.path.basename(path) == "env":
+                through = f"interpreter of {resolved}, through {path}"
+                try:
+                    line = parse_env_args([*([argument] if argument else []), resolved], os.environ)
+                except EnvLineError as exc:
+                    raise LookupError(f"{_shown(resolved)} ({needed_by}): its #! line's env {exc}") from None
+                program = line.find_program(os.environ)
+                if program is None:
+                    raise LookupError(f"{_shown(line.program)} ({through}): not found on PATH")
+                if not line.only_finds_program:
+                    run_by_env.setdefault(program, f"applies {line.changes()}")
+                queue.append((program, through))
     return entries
