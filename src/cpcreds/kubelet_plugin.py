@@ -255,15 +255,21 @@ def run_image_provider(
     line on stderr (prefixed by the program's name) and exit 1. ``-h``/``--help`` describes the
     provider and exits 0.
     """
-    from .plugin import _build_provider, _close, parse_option_flags
+    from .plugin import _build_provider, _close, option_flags, print_help
 
     label = os.path.basename(sys.argv[0] or "") or name
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] in (["-h"], ["--help"]):
-        _usage(label, name, factory)
+        print_help(
+            f"usage: {label} [--OPTION=VALUE ...] < CredentialProviderRequest",
+            f"Runs the cpcreds provider {name!r} as a kubelet image credential provider plugin (KEP-2133): "
+            "it reads a CredentialProviderRequest on stdin and prints a CredentialProviderResponse in the "
+            f"same apiVersion. {TIMEOUT_ENV} bounds a run (default {DEFAULT_TIMEOUT:g}s).",
+            factory,
+        )
 
     def work(deadline: float) -> tuple[CredentialProviderResponse, str]:
-        given = {**dict(options or {}), **parse_option_flags(arguments)}
+        given = {**dict(options or {}), **option_flags(arguments, factory)}
         request = read_request()
         provider = _build_provider(factory, given)
         answer = getattr(provider, "get_image_credential", None)
@@ -294,19 +300,3 @@ def kubelet_plugin_main(
 
     main.__doc__ = f"Run the {name} provider as a kubelet image credential provider plugin."
     return main
-
-
-def _usage(label: str, name: str, factory: Any) -> NoReturn:
-    module = sys.modules.get(getattr(factory, "__module__", "") or "")
-    described = (getattr(module, "__doc__", None) or "").strip()
-    sys.stdout.write(
-        f"usage: {label} [--OPTION=VALUE ...] < CredentialProviderRequest\n\n"
-        f"Runs the cpcreds provider {name!r} as a kubelet image credential provider plugin\n"
-        "(KEP-2133): it reads a CredentialProviderRequest on stdin and prints a\n"
-        "CredentialProviderResponse in the same apiVersion. Each flag sets the provider option of\n"
-        f"that name (--secret-name=x and --secretName=x both set secretName). {TIMEOUT_ENV}\n"
-        f"bounds a run (default {DEFAULT_TIMEOUT:g}s).\n"
-        + (f"\n{described}\n" if described else "")
-    )
-    sys.stdout.flush()
-    sys.exit(0)

@@ -23,25 +23,35 @@ plugin with no code of its own: :func:`provider_main` makes the ``main`` of a
     cpcreds-vault = "cpcreds_vault.plugin:main"
 
     main = provider_main("vault", VaultProvider)   # in cpcreds_vault/plugin.py
+
+A provider class whose ``options_model`` attribute is its pydantic options model gets a
+``--help`` that lists every option with its type, default and ``description``, and an unknown
+flag is refused before anything runs, with a "did you mean" and the list of options.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 import json
 import os
 import re
 import sys
+import textwrap
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
-from pydantic import ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 from ._parse import DocumentError, load_document
 from .access import AccessPlan
 from .api import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, ExecCredential
-from .config import describe_validation_error
+from .config import _did_you_mean, describe_validation_error
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from .logs import redact_text
@@ -60,6 +70,8 @@ __all__ = [
     "plan_for_request",
     "run_provider",
     "provider_main",
+    "options_model_of",
+    "describe_options",
 ]
 
 
@@ -255,10 +267,15 @@ def run_provider(
     label = os.path.basename(sys.argv[0] or "") or name
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] in (["-h"], ["--help"]):
-        _usage(label, name, factory)
+        print_help(
+            f"usage: {label} [--OPTION=VALUE ...]",
+            f"Runs the cpcreds provider {name!r} as a KEP-541 exec plugin: it reads KUBERNETES_EXEC_INFO "
+            "and prints an ExecCredential in the apiVersion asked for.",
+            factory,
+        )
     provider = None
     try:
-        given = {**dict(options or {}), **parse_option_flags(arguments)}
+        given = {**dict(options or {}), **option_flags(arguments, factory)}
         request = read_request()
         provider = _build_provider(factory, given)
         plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
@@ -301,15 +318,147 @@ def _close(provider: Any) -> None:
             pass
 
 
-def _usage(label: str, name: str, factory: Any) -> NoReturn:
-    module = sys.modules.get(getattr(factory, "__module__", "") or "")
-    described = (getattr(module, "__doc__", None) or "").strip()
-    sys.stdout.write(
-        f"usage: {label} [--OPTION=VALUE ...]\n\n"
-        f"Runs the cpcreds provider {name!r} as a KEP-541 exec plugin: it reads KUBERNETES_EXEC_INFO\n"
-        "and prints an ExecCredential in the apiVersion asked for. Each flag sets the provider\n"
-        "option of that name (--secret-name=x and --secretName=x both set secretName).\n"
-        + (f"\n{described}\n" if described else "")
-    )
+# -- what a provider's options are: --help and unknown flags ----------------------------------------
+
+
+def options_model_of(factory: Any) -> type[BaseModel] | None:
+    """The pydantic model of ``factory``'s options: its ``options_model`` attribute, else ``None``."""
+    model = getattr(factory, "options_model", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def option_flags(argv: Sequence[str], factory: Any) -> dict[str, Any]:
+    """:func:`parse_option_flags`, and when ``factory`` has an options model that forbids unknown
+    keys, every flag must name one of its options: :class:`OptionFlagError` otherwise, with a
+    "did you mean" and the list of options (before the request is read or the provider built)."""
+    given = parse_option_flags(argv)
+    model = options_model_of(factory)
+    if model is None or model.model_config.get("extra") == "allow":
+        return given
+    accepted = {spelling for _, spellings, _ in _options(model) for spelling in spellings}
+    for flag in given:
+        if flag not in accepted:
+            primary = [shown[0] for _, _, shown in _options(model)]
+            shown = flag if len(flag) <= 64 else flag[:61] + "..."
+            raise OptionFlagError(
+                f"option {shown}: is not a known option{_did_you_mean(flag, primary)} "
+                f"(options: {', '.join(primary)}; --help describes them)"
+            )
+    return given
+
+
+def describe_options(model: type[BaseModel]) -> list[tuple[str, str, str]]:
+    """One ``(flag, type and default, description)`` per option of ``model``, in its order: the
+    flag as the config spells the option (``--secretName``, other accepted spellings after it),
+    the type read from the annotation (or the field's ``json_schema_extra={"format": ...}``,
+    e.g. ``duration``), the default (or ``required``), and the field's ``description``."""
+    described = []
+    for field, _, shown in _options(model):
+        flag = " ".join(f"--{name}" for name in shown)
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        kind = str(extra["format"]) if "format" in extra else _type_name(field.annotation)
+        described.append((flag, f"{kind}; {_default_text(field, kind)}", " ".join((field.description or "").split())))
+    return described
+
+
+def _options(model: type[BaseModel]) -> list[tuple[Any, set[str], list[str]]]:
+    """(field, accepted spellings, spellings shown: the config's first) per field of ``model``;
+    the Python name of an aliased field is accepted when the model populates by name, not shown."""
+    by_name = bool(model.model_config.get("populate_by_name") or model.model_config.get("validate_by_name"))
+    out = []
+    for name, field in model.model_fields.items():
+        spellings: list[str] = []
+        if field.alias:
+            spellings.append(field.alias)
+        if isinstance(field.validation_alias, str):
+            spellings.append(field.validation_alias)
+        elif isinstance(field.validation_alias, AliasChoices):
+            spellings.extend(choice for choice in field.validation_alias.choices if isinstance(choice, str))
+        shown = list(dict.fromkeys(spellings or [name]))
+        out.append((field, {*shown, name} if by_name else set(shown), shown))
+    return out
+
+
+_SIMPLE_TYPES = {str: "string", bool: "true or false", int: "whole number", float: "number", bytes: "string"}
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_type_name(arg) for arg in args if arg is not type(None)))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(arg) for arg in args)
+    if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, Sequence) and origin is not str):
+        item = _type_name(args[0]) if args else "value"
+        return f"list of {item}s (repeat the flag)" if " " not in item else f"list (repeat the flag) of: {item}"
+    if origin in (dict,) or (isinstance(origin, type) and issubclass(origin, Mapping)) or annotation is dict:
+        return "mapping"
+    if annotation in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[annotation]
+    if isinstance(annotation, type):
+        if issubclass(annotation, PurePath):
+            return "path"
+        if issubclass(annotation, enum.Enum):
+            return "one of " + ", ".join(str(member.value) for member in annotation)
+        if issubclass(annotation, BaseModel):
+            return "mapping"
+    return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def _default_text(field: Any, kind: str) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "default: unset"
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        shown = f"{value:g}s" if kind == "duration" else f"{value:g}"
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        shown = ",".join(str(item) for item in value) if value else "none"
+    elif isinstance(value, enum.Enum):
+        shown = str(value.value)
+    else:
+        shown = str(value)
+    return f"default: {shown}"
+
+
+_CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def print_help(usage: str, intro: str, factory: Any) -> NoReturn:
+    """Print ``--help`` for a provider run as a plugin (``usage``, ``intro``, then what the
+    provider is and its options, see :func:`describe_options`) and exit 0."""
+    width = 100
+    parts = [usage, textwrap.fill(intro, width, break_on_hyphens=False)]
+    model = options_model_of(factory)
+    if model is not None:
+        parts.extend(textwrap.fill(paragraph, width, break_on_hyphens=False) for paragraph in _plain(model.__doc__ or "").split("\n\n") if paragraph.strip())
+        options = describe_options(model)
+        # camelCase options may be given in kebab-case (parse_option_flags): show one.
+        camel = next((flag.split()[0][2:] for flag, _, _ in options if _CAMEL_HUMP.search(flag.split()[0])), None)
+        kebab = "; kebab-case works too: --" + _CAMEL_HUMP.sub(r"\1-\2", camel).lower() if camel else ""
+        lines = [f"Options (--name=VALUE, --name VALUE or -name VALUE{kebab}):"]
+        for flag, kind, description in options:
+            lines.append(f"  {flag}  {kind}")
+            if description:
+                lines.append(textwrap.fill(description, width, initial_indent=" " * 6, subsequent_indent=" " * 6, break_on_hyphens=False))
+        parts.append("\n".join(lines))
+    else:
+        # A provider without an options model: what its module says about itself.
+        module = sys.modules.get(getattr(factory, "__module__", "") or "")
+        described = (getattr(module, "__doc__", None) or "").strip()
+        parts.append("Each flag --name=VALUE (or --name VALUE) sets the provider option of that name, in camelCase or kebab-case.")
+        if described:
+            parts.append(described)
+    sys.stdout.write("\n\n".join(parts) + "\n")
     sys.stdout.flush()
     sys.exit(0)
+
+
+def _plain(docstring: str) -> str:
+    """A docstring as help text: dedented, without reStructuredText's ``literal`` marks."""
+    return inspect.cleandoc(docstring).replace("``", "")

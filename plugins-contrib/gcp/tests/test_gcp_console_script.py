@@ -22,6 +22,7 @@ from cpcreds.credential import parse_rfc3339  # noqa: E402
 
 CPCREDS = Path(sys.executable).with_name("cpcreds")
 CPCREDS_GCP = Path(sys.executable).with_name("cpcreds-gcp")
+CPCREDS_GCP_KUBELET = Path(sys.executable).with_name("cpcreds-gcp-credential-provider")
 
 
 def _exec_info(api_version: str) -> str:
@@ -120,7 +121,29 @@ def test_a_bad_flag_names_the_option(run_command):
     assert result.returncode == 1
     assert result.stderr == "cpcreds-gcp: options: lifetime applies only with impersonateServiceAccount\n"
     unknown = run_command([CPCREDS_GCP, "--scope=openid"])
-    assert unknown.stderr.startswith("cpcreds-gcp: option scope: is not a known field")
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert unknown.stderr == (
+        "cpcreds-gcp: option scope: is not a known option; did you mean 'scopes'? "
+        "(options: scopes, credentialsFile, impersonateServiceAccount, delegates, lifetime, iamEndpoint; --help describes them)\n"
+    )
+
+
+@pytest.mark.parametrize("script", [CPCREDS_GCP, CPCREDS_GCP_KUBELET], ids=["exec", "kubelet"])
+def test_help_lists_every_option_with_its_type_and_default_and_no_other_plugins_flags(run_command, script):
+    result = run_command([script, "--help"])
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"usage: {Path(script).name} [--OPTION=VALUE ...]")
+    for line in (
+        "  --scopes  list of strings (repeat the flag); default: https://www.googleapis.com/auth/cloud-platform,https://www.googleapis.com/auth/userinfo.email",
+        "  --credentialsFile  path; default: unset",
+        "  --impersonateServiceAccount  string; default: unset",
+        "  --delegates  list of strings (repeat the flag); default: none",
+        "  --lifetime  duration; default: unset",
+        "  --iamEndpoint  string; default: https://iamcredentials.googleapis.com",
+    ):
+        assert line in result.stdout.splitlines()
+    assert "kebab-case works too: --credentials-file" in result.stdout
+    assert "secretName" not in result.stdout and "secret-name" not in result.stdout
 
 
 def test_the_package_is_found_by_its_entry_point_and_runs_in_process(google, sa_key, write_json, run_command, tmp_path, gke_profile):

@@ -105,10 +105,54 @@ def test_a_bad_flag_is_one_line_naming_the_option(kubeconfig: Path) -> None:
     assert result.stderr == "cpcreds-secretreader: option secretName: the only placeholder is {clusterName}, without format or conversion\n"
 
 
-def test_help_describes_the_plugin() -> None:
-    result = run(SECRETREADER, "--help")
-    assert result.returncode == 0
-    assert result.stdout.startswith("usage: cpcreds-secretreader [--OPTION=VALUE ...]")
+HUB_OPTIONS = (
+    "  --namespace  string; default: unset",
+    "  --kubeconfig  string; default: unset",
+    "  --context  string; default: unset",
+)
+
+
+@pytest.mark.parametrize(
+    ("script", "options"),
+    [
+        ("cpcreds-secretreader", (*HUB_OPTIONS, "  --key  string; default: token", "  --secretName  string; default: {clusterName}")),
+        ("cpcreds-kubeconfig-secretreader", HUB_OPTIONS),
+        ("cpcreds-secretreader-credential-provider", (*HUB_OPTIONS, "  --secretName  string; required", "  --cacheDuration  duration; default: unset")),
+    ],
+)
+def test_help_lists_every_option_with_its_type_and_default_from_the_options_model(script: str, options: tuple[str, ...]) -> None:
+    result = run(BIN / script, "--help")
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"usage: {script} [--OPTION=VALUE ...]")
+    assert [line for line in lines if line.startswith("  --")] == list(options)
+
+
+def test_an_unknown_flag_gets_did_you_mean_and_the_list_of_options() -> None:
+    result = run(SECRETREADER, "--secretNme=spoke-1-token", KUBERNETES_EXEC_INFO=exec_info({"clusterName": "spoke-1"}))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "cpcreds-secretreader: option secretNme: is not a known option; did you mean 'secretName'? "
+        "(options: namespace, kubeconfig, context, key, secretName; --help describes them)\n"
+    )
+
+
+def test_a_kubeconfig_that_does_not_exist_is_named_by_its_path(tmp_path: Path) -> None:
+    # "no hub credentials: <path>" was redacted as if the path were a credential.
+    missing = tmp_path / "hub-kubeconfig.yaml"
+    result = run(SECRETREADER, f"--kubeconfig={missing}", KUBERNETES_EXEC_INFO=exec_info({"clusterName": "spoke-1"}))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert str(missing) in result.stderr and "[REDACTED]" not in result.stderr
+
+
+def test_a_profile_without_the_exec_extension_is_told_it_needs_the_cluster_name() -> None:
+    info = json.dumps({"kind": "ExecCredential", "apiVersion": API_VERSION_V1, "spec": {"interactive": False, "cluster": {"server": "https://spoke-1.example:6443"}}})
+    result = run(SECRETREADER, KUBERNETES_EXEC_INFO=info)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"cpcreds-secretreader: provider secretreader: the access provider has no {EXEC_EXTENSION} extension; "
+        f"secretreader needs its clusterName (the cluster's name on the hub, which names the Secret)\n"
+    )
 
 
 def test_the_kubeconfig_secretreader_script_reads_a_stored_kubeconfig(hub: HubServer, kubeconfig: Path, pki: PKI, make_engine: Engine) -> None:

@@ -120,6 +120,22 @@ def test_the_answer_opens_the_registry(hub: HubServer, kubeconfig: Path, pki: PK
         assert requests.get(f"{registry.url}/v2/", auth=(auth.username, auth.password), verify=str(ca), timeout=10).status_code == 200
 
 
+def test_a_kubeconfig_that_cannot_be_read_is_named_by_its_path(tmp_path: Path) -> None:
+    # A path is not a secret: it was shown as [REDACTED] ("no hub credentials: <path>").
+    missing = tmp_path / "hub-kubeconfig"
+    line = error_line(run(f"--kubeconfig={missing}", "--secret-name=pull-secret"))
+    assert line == (
+        f"cpcreds-secretreader-credential-provider: provider dockerconfig-secretreader: no hub kubeconfig: {missing} does not exist "
+        "and this is not a pod with a service account (set the kubeconfig option, or KUBECONFIG)"
+    )
+
+
+def test_help_lists_the_options_without_reading_a_request() -> None:
+    result = run("--help", stdin=b"")
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert b"  --secretName  string; required\n" in result.stdout and b"  --cacheDuration  duration; default: unset\n" in result.stdout
+
+
 def test_a_missing_secret_is_named(hub: HubServer, kubeconfig: Path) -> None:
     line = error_line(run(f"--kubeconfig={kubeconfig}", "--secret-name=nowhere"))
     assert line.startswith(f"cpcreds-secretreader-credential-provider: provider dockerconfig-secretreader: Secret {FLEET}/nowhere not found")
@@ -137,7 +153,9 @@ def test_a_secret_of_another_type_is_refused(hub: HubServer, kubeconfig: Path) -
         ([], "option secretName: is required"),
         (["--secret-name=Not_A_Name"], "option secretName: must be a Secret name"),
         (["--secret-name=x", "--cache-duration=soon"], "option cacheDuration: must be a duration such as 10m or 1h"),
-        (["--secret-name=x", "--colour=red"], "option colour: is not a known field"),
+        (["--secret-name=x", "--colour=red"], "option colour: is not a known option (options: namespace, kubeconfig, context, secretName, cacheDuration; --help describes them)"),
+        # Refused before the request is read or the hub is asked.
+        (["--secret-nmae=x"], "option secretNmae: is not a known option; did you mean 'secretName'? (options: "),
     ],
 )
 def test_bad_options_are_named(kubeconfig: Path, args: list[str], message: str) -> None:

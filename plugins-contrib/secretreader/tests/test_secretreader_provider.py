@@ -156,7 +156,8 @@ def test_a_403_from_the_hub_names_the_secret_and_the_rbac_to_grant(hub: HubServe
         ({"clusterName": "Spoke_1"}, "clusterName 'Spoke_1' does not make a valid Secret name with secretName {clusterName}"),
         ({"clusterName": "a/../../b"}, "clusterName 'a/../../b' does not make a valid Secret name with secretName {clusterName}"),
         (["spoke-1"], "the client.authentication.k8s.io/exec extension is not an object"),
-        (None, "the access provider has no client.authentication.k8s.io/exec extension"),
+        (None, "the access provider has no client.authentication.k8s.io/exec extension; secretreader needs its clusterName "
+               "(the cluster's name on the hub, which names the Secret)"),
     ],
 )
 def test_a_profile_without_a_usable_cluster_name_is_an_error_before_any_request(
@@ -277,7 +278,7 @@ def test_no_hub_credentials_at_all_is_one_clear_error(make_engine: Engine) -> No
     with pytest.raises(ProviderError) as raised:
         make_engine(entry()).get_credential(cluster("spoke-1"))
     assert str(raised.value) == (
-        "provider secretreader: no hub credentials: ~/.kube/config does not exist and this is not a pod with a service account "
+        "provider secretreader: no hub kubeconfig: ~/.kube/config does not exist and this is not a pod with a service account "
         "(set the kubeconfig option, or KUBECONFIG)"
     )
 

@@ -120,6 +120,31 @@ def test_a_bad_flag_value_is_one_line_naming_the_option() -> None:
     )
 
 
+def test_help_lists_every_option_with_its_type_and_default_from_the_options_model() -> None:
+    result = run([str(SCRIPT), "--help"], {})
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "usage: cpcreds-spire [--OPTION=VALUE ...]"
+    for line in (
+        "  --audience  list of strings (repeat the flag); default: unset",
+        "  --socket --socketPath  string; default: unset",
+        "  --spiffeId --spiffeID  string; default: unset",
+        "  --timeout  duration; default: unset",
+    ):
+        assert line in lines
+    # Nothing of another plugin's help (secretreader's --secretName was shown here).
+    assert "secretName" not in result.stdout and "secret-name" not in result.stdout
+
+
+def test_an_unknown_flag_gets_did_you_mean_and_the_options_before_the_agent_is_asked() -> None:
+    result = run([str(SCRIPT), "-audience", "k8s", "-spifeid", "spiffe://example.org/x"], {})
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "cpcreds-spire: option spifeid: is not a known option; did you mean 'spiffeId'? "
+        "(options: audience, socket, spiffeId, timeout; --help describes them)\n"
+    )
+
+
 def test_the_cpcreds_command_finds_the_provider_by_its_entry_point(agent, tmp_path) -> None:
     config = tmp_path / "providers.yaml"
     config.write_text(json.dumps({"providers": [{"name": "spire-agent", "type": "spire", "options": {"socket": agent.address}}]}))

@@ -57,23 +57,42 @@ def _check_account(value: str, what: str) -> str:
 
 
 class GcpOptions(BaseModel):
-    """Validated options. Every field has a default, so ``type: gcp`` alone means "application
-    default credentials with gke-gcloud-auth-plugin's scopes"."""
+    """Google OAuth access tokens, as ``gke-gcloud-auth-plugin --use_application_default_credentials``
+    gives them: from ``credentialsFile``, else application default credentials
+    (GOOGLE_APPLICATION_CREDENTIALS, gcloud's well-known file, the metadata server), optionally
+    impersonating a service account. Every option has a default, so ``type: gcp`` alone means
+    application default credentials with gke-gcloud-auth-plugin's scopes. The flag
+    ``--use_application_default_credentials`` is accepted and changes nothing."""
+
+    # This docstring and each field's description are what `cpcreds-gcp --help` shows.
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    #: OAuth scopes of the access token.
-    scopes: tuple[str, ...] = DEFAULT_SCOPES
-    #: A credentials JSON file to use instead of looking for application default credentials.
-    credentials_file: Path | None = Field(default=None, alias="credentialsFile")
-    #: Exchange the found credentials for a token of this service account (IAM Credentials API).
-    impersonate_service_account: str | None = Field(default=None, alias="impersonateServiceAccount")
-    #: The delegation chain from the found identity to ``impersonateServiceAccount``.
-    delegates: tuple[str, ...] = ()
-    #: Lifetime of an impersonated token, in seconds (a Go duration in the config).
-    lifetime: int | None = None
-    #: Base URL of the IAM Credentials API (a private or regional endpoint, or a test server).
-    iam_endpoint: str = Field(default=DEFAULT_IAM_ENDPOINT, alias="iamEndpoint")
+    scopes: tuple[str, ...] = Field(default=DEFAULT_SCOPES, description="OAuth scopes of the access token (a flag also takes a,b).")
+    credentials_file: Path | None = Field(
+        default=None,
+        alias="credentialsFile",
+        description="A credentials JSON file to use instead of looking for application default credentials.",
+    )
+    impersonate_service_account: str | None = Field(
+        default=None,
+        alias="impersonateServiceAccount",
+        description="Exchange the found credentials for a token of this service account (its email or unique ID; IAM Credentials API).",
+    )
+    delegates: tuple[str, ...] = Field(
+        default=(), description="The delegation chain from the found identity to impersonateServiceAccount (a flag also takes a,b)."
+    )
+    #: Whole seconds once validated.
+    lifetime: int | None = Field(
+        default=None,
+        description="Lifetime of an impersonated token (30m, 1h), at most 12h. Unset: 1h.",
+        json_schema_extra={"format": "duration"},
+    )
+    iam_endpoint: str = Field(
+        default=DEFAULT_IAM_ENDPOINT,
+        alias="iamEndpoint",
+        description="Base URL of the IAM Credentials API (a private or regional endpoint).",
+    )
 
     @field_validator("scopes", mode="before")
     @classmethod

@@ -2,17 +2,8 @@
 --use_application_default_credentials`` gives them: from the ``credentialsFile`` option, else
 application default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's well-known file, the
 metadata server at GCE_METADATA_HOST or found by probing), optionally impersonating a service
-account.
-
-Options (as flags: --scopes=a,b --credentials-file=PATH --impersonate-service-account=EMAIL
---delegates=a,b --lifetime=30m --iam-endpoint=URL):
-
-  scopes                     OAuth scopes; default cloud-platform and userinfo.email
-  credentialsFile            credentials JSON to use instead of application default credentials
-  impersonateServiceAccount  return a token of this service account (IAM Credentials API)
-  delegates                  delegation chain to impersonateServiceAccount
-  lifetime                   impersonated token lifetime; default 1h, at most 12h
-  iamEndpoint                IAM Credentials base URL; default https://iamcredentials.googleapis.com
+account. The options are :class:`~cpcreds_gcp.options.GcpOptions` (``cpcreds-gcp --help``
+lists them).
 
 Every cluster of a provider entry gets the same token (a Google identity is not per cluster), so
 the provider keeps one google-auth credentials object and shares its token across plans. That is
@@ -81,6 +72,8 @@ class GcpProvider:
     """
 
     kind = "gcp"
+    #: What ``cpcreds-gcp --help`` lists and its flags may set.
+    options_model = GcpOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options = GcpOptions.model_validate(dict(options))

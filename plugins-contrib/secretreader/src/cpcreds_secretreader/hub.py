@@ -348,8 +348,10 @@ def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
 
     paths = [os.path.expanduser(p) for p in (source.kubeconfig or "").split(kube_config.ENV_KUBECONFIG_PATH_SEPARATOR) if p]
     if not any(os.path.isfile(p) for p in paths):
+        # Worded so that no secret-looking name ("credentials:") precedes the path: redaction
+        # would take the path for a credential and blank it.
         raise _NoKubeconfig(
-            f"no hub credentials: {source.kubeconfig} does not exist and this is not a pod with a service account "
+            f"no hub kubeconfig: {source.kubeconfig} does not exist and this is not a pod with a service account "
             "(set the kubeconfig option, or KUBECONFIG)"
         )
     kube_config.load_kube_config(

@@ -2,7 +2,7 @@
 
 Unknown keys are errors (``extra="forbid"``), so a typo fails ``cpcreds validate`` instead of
 being ignored; each error names the option. The console scripts take the same options as flags
-(``--secret-name`` or ``--secretName``).
+(``--secret-name`` or ``--secretName``); each field's ``description`` is what their ``--help`` shows.
 """
 
 from __future__ import annotations
@@ -59,13 +59,17 @@ class HubOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    #: The namespace of the Secrets. Unset: the hub kubeconfig context's namespace, else
-    #: POD_NAMESPACE, else the service-account namespace file, else ``default``.
-    namespace: str | None = None
-    #: A kubeconfig file for the hub. Unset: in-cluster config, else KUBECONFIG / ~/.kube/config.
-    kubeconfig: str | None = None
-    #: A context of that kubeconfig (of the default kubeconfig when ``kubeconfig`` is unset).
-    context: str | None = None
+    namespace: str | None = Field(
+        default=None,
+        description="The namespace of the Secrets. Unset: the hub kubeconfig context's namespace, else "
+        "POD_NAMESPACE, else the service-account namespace file, else default.",
+    )
+    kubeconfig: str | None = Field(
+        default=None, description="A kubeconfig file for the hub. Unset: in-cluster config, else KUBECONFIG or ~/.kube/config."
+    )
+    context: str | None = Field(
+        default=None, description="A context of that kubeconfig (of the default kubeconfig when kubeconfig is unset)."
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -83,12 +87,16 @@ class HubOptions(BaseModel):
 
 
 class SecretReaderOptions(HubOptions):
-    """``type: secretreader``: the token is ``data.<key>`` of Secret ``<namespace>/<secretName>``."""
+    """``type: secretreader``: the token is ``data.<key>`` of Secret ``<namespace>/<secretName>`` on
+    the hub. The profile's ``client.authentication.k8s.io/exec`` extension must hold the cluster's
+    ``clusterName`` (the exec config needs ``provideClusterInfo: true``)."""
 
-    #: The key of the Secret's ``data`` that holds the token.
-    key: str = "token"
-    #: The Secret's name; ``{clusterName}`` is the profile's clusterName.
-    secret_name: str = Field(default="{clusterName}", alias="secretName")
+    key: str = Field(default="token", description="The key of the Secret's data that holds the token.")
+    secret_name: str = Field(
+        default="{clusterName}",
+        alias="secretName",
+        description="The Secret's name; {clusterName} is the clusterName of the profile's client.authentication.k8s.io/exec extension.",
+    )
 
     @field_validator("key")
     @classmethod
@@ -117,13 +125,18 @@ class KubeconfigSecretReaderOptions(HubOptions):
 
 class DockerConfigSecretReaderOptions(HubOptions):
     """``type: dockerconfig-secretreader`` (the kubelet plugin ``cpcreds-secretreader-credential-provider``):
-    the registry credentials of the image pull Secret ``<namespace>/<secretName>``."""
+    the registry credentials of the image pull Secret ``<namespace>/<secretName>`` on the hub."""
 
-    #: The Secret's name (of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg).
-    secret_name: str = Field(alias="secretName")
-    #: How long the answer may be reused, in seconds (a Go duration in the config or a flag);
-    #: unset: the kubelet config's defaultCacheDuration.
-    cache_duration: float | None = Field(default=None, alias="cacheDuration")
+    secret_name: str = Field(
+        alias="secretName", description="The image pull Secret's name (of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg)."
+    )
+    #: Seconds once validated.
+    cache_duration: float | None = Field(
+        default=None,
+        alias="cacheDuration",
+        description="How long the kubelet may reuse the answer (10m, 1h). Unset: the kubelet config's defaultCacheDuration.",
+        json_schema_extra={"format": "duration"},
+    )
 
     @field_validator("secret_name")
     @classmethod

@@ -47,6 +47,8 @@ class _HubProvider:
     in the factory, which ``cpcreds validate`` also calls), the namespace, reading a Secret."""
 
     kind: ClassVar[str]
+    #: The options model: what the console scripts' --help lists and their flags may set.
+    options_model: ClassVar[type[HubOptions]]
     options: HubOptions
 
     def __init__(
@@ -95,15 +97,17 @@ class _HubProvider:
                 self._hub_clients.discard(hub.source, hub)
         raise ProviderError(problem, provider=plan.provider)
 
-    @staticmethod
-    def _extension(plan: AccessPlan) -> Mapping[str, Any]:
+    #: What this type reads from the profile's exec extension, for the error when there is none.
+    needs: ClassVar[str]
+
+    def _extension(self, plan: AccessPlan) -> Mapping[str, Any]:
         config = plan.cluster.config
         if config is None:
             if not plan.cluster.server:
                 raise ProviderError(
                     "no cluster information in the request: the exec config needs provideClusterInfo: true", provider=plan.provider
                 )
-            raise ProviderError(f"the access provider has no {EXEC_EXTENSION} extension", provider=plan.provider)
+            raise ProviderError(f"the access provider has no {EXEC_EXTENSION} extension; {self.kind} needs its {self.needs}", provider=plan.provider)
         if not isinstance(config, Mapping):
             raise ProviderError(f"the {EXEC_EXTENSION} extension is not an object", provider=plan.provider)
         return config
@@ -122,6 +126,8 @@ class SecretReaderProvider(_HubProvider):
     extension. Options: :class:`~cpcreds_secretreader.options.SecretReaderOptions`."""
 
     kind = "secretreader"
+    needs = "clusterName (the cluster's name on the hub, which names the Secret)"
+    options_model = SecretReaderOptions
     options: SecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
@@ -160,6 +166,8 @@ class KubeconfigSecretReaderProvider(_HubProvider):
     Options: :class:`~cpcreds_secretreader.options.KubeconfigSecretReaderOptions`."""
 
     kind = "kubeconfig-secretreader"
+    needs = "name and key (the Secret holding the kubeconfig, and its data key)"
+    options_model = KubeconfigSecretReaderOptions
     options: KubeconfigSecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
@@ -236,6 +244,7 @@ class DockerConfigSecretReaderProvider(_HubProvider):
     credentials (``get_credential`` says so)."""
 
     kind = "dockerconfig-secretreader"
+    options_model = DockerConfigSecretReaderOptions
     options: DockerConfigSecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:

@@ -76,19 +76,39 @@ def workload_address(value: Any) -> str:
 
 
 class SpireOptions(BaseModel):
-    """The entry's ``options:`` (or the console script's flags). Unknown keys are errors.
+    """A JWT-SVID from the SPIFFE Workload API (a SPIRE agent) for the cluster's audience; its
+    ``exp`` is the credential's expiry. The audience comes from the ``audience`` option, else
+    ``audience`` in the ClusterProfile's ``client.authentication.k8s.io/exec`` extension, else
+    SPIFFE_JWT_AUDIENCE; the socket from the ``socket`` option, else SPIFFE_ENDPOINT_SOCKET.
 
     ``socketPath`` and ``spiffeID`` are accepted too: the spellings of ``spire-agent api fetch
     jwt``, so its flags carry over to ``cpcreds-spire``.
     """
 
+    # This docstring and each field's description are what `cpcreds-spire --help` shows; unknown
+    # keys are errors.
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    audience: tuple[str, ...] | None = None
-    socket: str | None = Field(default=None, validation_alias=AliasChoices("socket", "socketPath"))
-    spiffe_id: str | None = Field(default=None, validation_alias=AliasChoices("spiffeId", "spiffeID"))
+    audience: tuple[str, ...] | None = Field(
+        default=None, description="An audience, or several (a repeated flag): all go into the token's aud."
+    )
+    socket: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("socket", "socketPath"),
+        description="The Workload API socket: unix:///path/to/agent.sock or /path/to/agent.sock.",
+    )
+    spiffe_id: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("spiffeId", "spiffeID"),
+        description="Which SPIFFE ID's JWT-SVID to take when the workload has several.",
+    )
     #: Seconds; None: only the entry's timeout bounds the call.
-    timeout: float | None = None
+    timeout: float | None = Field(
+        default=None,
+        description="The longest wait for the agent (30s), at most 1h and at most the entry's timeout; 0: no limit of its own.",
+        json_schema_extra={"format": "duration"},
+    )
 
     @field_validator("audience", mode="before")
     @classmethod

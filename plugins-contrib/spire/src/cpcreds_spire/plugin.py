@@ -5,13 +5,8 @@ The token is a JWT-SVID for the cluster's audience, fetched from the agent's uni
 option (in the console script, ``-audience`` flags, including those a ClusterProfile appends
 under ``profileSourcedCLIArgsPolicy: Append``), ``audience`` in the ClusterProfile's
 ``client.authentication.k8s.io/exec`` extension, the ``SPIFFE_JWT_AUDIENCE`` environment variable.
-The socket comes from the ``socket`` option, else ``SPIFFE_ENDPOINT_SOCKET``.
-
-Options (flags of the same names in the console script: -audience, -socket, -spiffeId, -timeout):
-  audience   an audience, or a list of them (all go into the token's aud)
-  socket     unix:///path/to/agent.sock or /path/to/agent.sock
-  spiffeId   which SPIFFE ID's JWT-SVID to take when the workload has several
-  timeout    the longest wait for the agent (a Go duration); at most the entry's timeout
+The socket comes from the ``socket`` option, else ``SPIFFE_ENDPOINT_SOCKET``. The options are
+:class:`~cpcreds_spire.options.SpireOptions` (``cpcreds-spire --help`` lists them).
 """
 
 from __future__ import annotations
@@ -42,6 +37,9 @@ AUDIENCE_ENV = "SPIFFE_JWT_AUDIENCE"
 class SpireProvider:
     """Built once per config entry. ``get_credential`` may run in many threads at once: they
     share one Workload API client per socket."""
+
+    #: What ``cpcreds-spire --help`` lists and its flags may set.
+    options_model = SpireOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options = SpireOptions.model_validate(dict(options))
