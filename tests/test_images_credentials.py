@@ -165,6 +165,15 @@ def test_answers_of_several_providers_merge_and_the_earlier_provider_wins_a_key(
     ]
 
 
+def test_an_auth_key_of_many_stars_is_matched_at_once(node: Node) -> None:
+    # 40 stars in one host part used to backtrack a regular expression for minutes, GIL held.
+    node.plugin("p", "--auth", "*" * 40 + "x.io=never:a", "--auth", "*" * 40 + ".io=stars:b")
+    with node.open(provider_entry("p", "*.io")) as images:
+        started = time.monotonic()
+        assert [c.username for c in images.get("a" * 120 + ".io/app")] == ["stars"]
+        assert time.monotonic() - started < 5.0  # the plugin's own timeout; a match takes microseconds
+
+
 def test_result_and_credential_reprs_never_show_a_password(node: Node) -> None:
     node.plugin("gcr", "--auth", f"REGISTRY=user:{SECRET}")
     with node.open(provider_entry("gcr", "gcr.io")) as images:
