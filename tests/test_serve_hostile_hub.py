@@ -24,6 +24,8 @@ from tests.fakes.processes import alive
 from tests.test_serve_process import Serve
 
 MINT = {"name": "mint", "type": "mint", "options": {"lifetime": 3600}}
+#: A provider config for a `cpcreds serve` subprocess (the mint provider is in-process only).
+EXEC_ONLY = {"providers": [{"name": "none", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}]}
 LIST_PATH = "/apis/multicluster.x-k8s.io/v1alpha2/clusterprofiles"
 
 
@@ -161,7 +163,7 @@ def test_silent_sockets_at_a_low_descriptor_limit_do_not_kill_healthz(tmp_path: 
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     config = tmp_path / "providers.yaml"
-    config.write_text(yaml.safe_dump({"providers": [{"name": "none", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}]}))
+    config.write_text(yaml.safe_dump(EXEC_ONLY))
 
     def low_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
@@ -173,11 +175,8 @@ def test_silent_sockets_at_a_low_descriptor_limit_do_not_kill_healthz(tmp_path: 
     try:
         host, port = process.wait_for(r"status page http://([\d.]+):(\d+)/").groups()
         silent = []
-        for _ in range(200):  # more than the descriptor limit: the cap (80) sheds the oldest
-            try:
-                silent.append(socket.create_connection((host, int(port)), timeout=5))
-            except OSError:
-                break
+        for _ in range(155):  # with serve's own descriptors, past the limit; the cap (80) sheds the oldest
+            silent.append(socket.create_connection((host, int(port)), timeout=5))
         started = time.monotonic()
         with socket.create_connection((host, int(port)), timeout=5) as probe:
             probe.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
@@ -187,3 +186,90 @@ def test_silent_sockets_at_a_low_descriptor_limit_do_not_kill_healthz(tmp_path: 
             sock.close()
     finally:
         process.kill()
+
+
+# -- 17.5: logs on stderr; a busy address is one line that suggests a free port ---------------
+
+
+def test_serve_logs_to_stderr_and_nothing_to_stdout(hub: Any, tmp_path: Path) -> None:
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump(EXEC_ONLY))
+    kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", "unknown-token")  # 401: a warning is logged
+    out = tmp_path / "stdout"
+    with open(out, "w") as stdout:
+        process = Serve(["--config", str(config), "--hub-kubeconfig", str(kubeconfig)], stdout=stdout)
+        try:
+            process.wait_for(r"hub list/watch failed")
+        finally:
+            process.kill()
+    assert out.read_text() == ""
+
+
+def test_an_address_in_use_is_one_line_suggesting_a_free_port(tmp_path: Path) -> None:
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump(EXEC_ONLY))
+    (tmp_path / "profiles").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = Serve(["--config", str(config), "--profiles-dir", str(tmp_path / "profiles"), "--listen", f"127.0.0.1:{port}"])
+        try:
+            assert process.process.wait(30) == 1
+            assert process.process.stderr is not None
+            lines = process.process.stderr.read().splitlines()
+        finally:
+            process.kill()
+    assert len(lines) == 1 and lines[0].startswith("cpcreds: error: ") and "--listen 127.0.0.1:0" in lines[0]
+
+
+# -- 18.8: the hub kubeconfig's own exec plugin has a deadline and dies with serve -------------
+
+
+def exec_kubeconfig(hub: Any, path: Path, *plugin_args: str) -> Path:
+    document = hub.kubeconfig(HUB_TOKEN)
+    document["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(FAKE_PLUGIN), *plugin_args], "interactiveMode": "Never"}
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_the_hub_kubeconfigs_exec_plugin_authenticates_serve(start_serve: Any, hub: Any, tmp_path: Path) -> None:
+    hub.put(mint_profile("via-exec"))
+    kubeconfig = exec_kubeconfig(hub, tmp_path / "hub.kubeconfig", "--token", HUB_TOKEN, "--expires-in", "3600")
+    running = start_serve([MINT], hub_kubeconfig=str(kubeconfig))
+    running.wait_ready()
+    assert list(running.clusters()) == ["fleet-system/via-exec"]
+
+
+def test_a_hanging_hub_exec_plugin_times_out_as_a_problem(start_serve: Any, hub: Any, tmp_path: Path) -> None:
+    kubeconfig = exec_kubeconfig(hub, tmp_path / "hub.kubeconfig", "--hang")
+    running = start_serve([MINT], hub_kubeconfig=str(kubeconfig), hub_timeout="0.3s")
+    (problem,) = running.until(lambda: problems_of(running), what="the plugin's timeout").values()
+    assert problem.startswith("the hub kubeconfig's exec plugin failed: ") and "0.3" in problem
+
+
+def test_a_hanging_hub_exec_plugin_is_killed_when_serve_stops(hub: Any, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    kubeconfig = exec_kubeconfig(hub, tmp_path / "hub.kubeconfig", "--hang", "--child-pidfile", str(pidfile))
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump(EXEC_ONLY))
+    process = Serve(["--config", str(config), "--hub-kubeconfig", str(kubeconfig), "--hub-timeout", "5m"])
+    try:
+        process.wait_for(r"watching ClusterProfiles on the hub")
+        deadline = time.monotonic() + 20
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert time.monotonic() < deadline, "the plugin never started"
+            time.sleep(0.02)
+        child = int(pidfile.read_text())
+        code, took = process.stop(signal.SIGTERM)
+        assert took < 5
+        deadline = time.monotonic() + 5
+        while alive(child):
+            assert time.monotonic() < deadline, "the hub exec plugin's child outlived serve"
+            time.sleep(0.02)
+    finally:
+        process.kill()
+        if pidfile.exists() and pidfile.read_text().strip() and alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)

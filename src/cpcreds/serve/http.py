@@ -57,6 +57,9 @@ class ConnectionLimits:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog of 5 drops the SYNs of a burst of clients (each then waits
+    # a 1 s retransmit); the kernel caps this at net.core.somaxconn.
+    request_queue_size = 128
 
     def __init__(
         self, address: tuple[str, int], board: StatusBoard, registry: CollectorRegistry, healthy: Callable[[], bool], limits: ConnectionLimits

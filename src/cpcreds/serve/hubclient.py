@@ -20,7 +20,7 @@ from typing import Any
 
 from .._parse import DocumentError, load_document
 from ..access import AccessPlan, ExecSpec
-from ..api import ExecCluster
+from ..api import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
 from ..providers.exec import ExecProvider
 
@@ -141,4 +141,4 @@ def _chosen_cluster(document: dict[str, Any], context: str | None) -> ExecCluste
     cluster = cluster if isinstance(cluster, dict) else {}
     fields = {k: cluster[k] for k in ("server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data", "proxy-url") if k in cluster}
     fields.setdefault("server", "")
-    return ExecCluster.model_validate(fields)
+    return ExecClusterModel.model_validate(fields).to_cluster()
