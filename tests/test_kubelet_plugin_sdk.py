@@ -249,6 +249,59 @@ def test_help_describes_the_provider(provider_plugin: Path) -> None:
     assert b"CredentialProviderRequest on stdin" in result.stdout and b"A robot account" in result.stdout
 
 
+# A provider with an options model: the SDK lists it in --help and checks flags against it.
+MODELLED_PLUGIN = '''
+from pydantic import BaseModel, ConfigDict, Field
+from cpcreds.kubelet_plugin import AuthConfig, CredentialProviderResponse, kubelet_plugin_main
+
+class RobotOptions(BaseModel):
+    """A robot account for the registries named by --registries."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    registries: list[str] = Field(description="Registries to answer for.")
+    user_name: str = Field(default="robot", alias="userName", description="The robot's user name.")
+
+class RobotProvider:
+    options_model = RobotOptions
+
+    def __init__(self, options):
+        self.options = RobotOptions.model_validate(dict(options))
+
+    def get_image_credential(self, request, *, timeout):
+        auth = AuthConfig(self.options.user_name, "pw")
+        return CredentialProviderResponse("Global", {key: auth for key in self.options.registries})
+
+kubelet_plugin_main("robot", RobotProvider)()
+'''
+
+
+def test_help_lists_the_options_model_with_types_and_defaults(tmp_path: Path) -> None:
+    script = tmp_path / "robot-provider.py"
+    script.write_text(MODELLED_PLUGIN, encoding="utf-8")
+    result = run(script, b"", "--help")
+    assert (result.returncode, result.stderr) == (0, b"")
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "usage: robot-provider.py [--OPTION=VALUE ...] < CredentialProviderRequest"
+    assert [line for line in lines if line.startswith("  --")] == [
+        "  --registries  list of strings (repeat the flag); required",
+        "  --userName  string; default: robot",
+    ]
+    assert "A robot account for the registries named by --registries." in lines
+
+
+def test_an_unknown_flag_is_refused_with_did_you_mean_before_the_request_is_read(tmp_path: Path) -> None:
+    script = tmp_path / "robot-provider.py"
+    script.write_text(MODELLED_PLUGIN, encoding="utf-8")
+    line = error_line(run(script, b"not a request", "--registries=gcr.io", "--user-nmae=bot"))
+    assert line == (
+        "robot-provider.py: option userNmae: is not a known option; did you mean 'userName'? "
+        "(options: registries, userName; --help describes them)"
+    )
+    # The Python name is accepted (the model populates by name), not shown.
+    answered = run(script, encode_request("gcr.io/app"), "--registries=gcr.io", "--registries=quay.io", "--user_name=bot")
+    assert answered.returncode == 0, answered.stderr
+
+
 def test_run_at_a_terminal_it_says_what_it_wants_instead_of_waiting(function_plugin: Path) -> None:
     controller, terminal = pty.openpty()
     try:

@@ -415,6 +415,52 @@ def test_run_provider_help_describes_the_provider_and_exits_0(tmp_path: Path) ->
     assert "'echo'" in result.stdout
 
 
+# The same provider with an options model the SDK reads: --help and unknown flags come from it.
+MODELLED_PLUGIN = PROVIDER_PLUGIN.replace(
+    "class EchoProvider:\n", 'class EchoProvider:\n    options_model = Options\n'
+).replace(
+    "class Options(BaseModel):\n", 'class Options(BaseModel):\n    """Echoes its options into the token."""\n\n'
+).replace(
+    "    audience: str = \"default-audience\"\n",
+    '    audience: str = Field(default="default-audience", description="Who the token is for.")\n'
+    '    retry_count: int = Field(default=1, alias="retryCount", ge=0, le=5)\n'
+    '    ttl: float | None = Field(default=None, json_schema_extra={"format": "duration"})\n',
+)
+
+
+def test_run_provider_help_lists_the_options_model_with_types_and_defaults(tmp_path: Path) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", MODELLED_PLUGIN)
+    result = _run_directly_with(script, None, "--help")
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "usage: cpcreds-echo [--OPTION=VALUE ...]"
+    assert "Echoes its options into the token." in lines
+    assert [line for line in lines if line.startswith("  --")] == [
+        "  --audience  string; default: default-audience",
+        "  --retryCount  whole number; default: 1",
+        "  --ttl  duration; default: unset",
+        "  --retries  whole number; default: 1",
+        "  --scopes  list of strings (repeat the flag) or string; default: none",
+        "  --fail  true or false; default: false",
+    ]
+    assert "      Who the token is for." in lines
+    assert "kebab-case works too: --retry-count" in result.stdout
+
+
+def test_run_provider_refuses_an_unknown_flag_with_did_you_mean_before_reading_the_request(tmp_path: Path) -> None:
+    script = write_plugin(tmp_path, "cpcreds-echo", MODELLED_PLUGIN)
+    # The request is not even JSON: the flag is refused first.
+    result = _run_directly_with(script, "not json", "--retry-cuont=2")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "cpcreds-echo: option retryCuont: is not a known option; did you mean 'retryCount'? "
+        "(options: audience, retryCount, ttl, retries, scopes, fail; --help describes them)\n"
+    )
+    # Every spelling of a known option still works.
+    answered = _run_directly_with(script, exec_info(), "--retry-count=2", "--retryCount=3")
+    assert answered.returncode == 1 and "option retryCount: must be a whole number, not a list" in answered.stderr
+
+
 def _run_directly_with(plugin: Path, exec_info_value: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != EXEC_INFO_ENV}
     if exec_info_value is not None:
