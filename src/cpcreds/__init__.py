@@ -14,7 +14,7 @@ which Python can only import after this file; an eager import here would cost th
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
-    from .access import AccessPlan, ExecSpec, parse_profile, resolve
+    from .access import parse_profile, resolve
     from .api import (
         ADDITIONAL_ARGS_EXTENSION,
         ADDITIONAL_ENVS_EXTENSION,
@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         API_VERSION_V1BETA1,
         EXEC_EXTENSION,
         ClusterProfile,
-        ExecCluster,
         ExecConfig,
         ExecCredential,
     )
@@ -49,6 +48,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ProviderTimeout,
     )
     from .hookspecs import Provider, hookimpl
+    from .kep import ExecCluster
+    from .plan import AccessPlan, ExecSpec
     from .images.credentials import ImageCredentials, RegistryCredential, RegistryCredentials
     from .kube import remove_certificate_files
     from .policies import BackoffPolicy, RefreshPolicy
@@ -59,7 +60,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
 
 #: The module that defines each public name (the imports above, for the interpreter).
 _EXPORTS = {
-    "access": ("AccessPlan", "ExecSpec", "parse_profile", "resolve"),
+    "access": ("parse_profile", "resolve"),
+    "plan": ("AccessPlan", "ExecSpec"),
     "api": (
         "ADDITIONAL_ARGS_EXTENSION",
         "ADDITIONAL_ENVS_EXTENSION",
@@ -67,10 +69,10 @@ _EXPORTS = {
         "API_VERSION_V1BETA1",
         "EXEC_EXTENSION",
         "ClusterProfile",
-        "ExecCluster",
         "ExecConfig",
         "ExecCredential",
     ),
+    "kep": ("ExecCluster",),
     "config": ("ProviderConfig", "ProviderEntry", "Settings", "load_config", "parse_access_provider_flag"),
     "credential": ("Credential",),
     "engine": ("CredentialEngine",),

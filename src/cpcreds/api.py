@@ -15,10 +15,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+# The names and the plan's cluster type live in the base (no pydantic); re-exported here, where
+# they have always been importable from.
+from .kep import (
+    ADDITIONAL_ARGS_EXTENSION,
+    ADDITIONAL_ENVS_EXTENSION,
+    API_VERSION_V1,
+    API_VERSION_V1BETA1,
+    CLUSTER_PROFILE_API_VERSION,
+    EXEC_EXTENSION,
+    EXEC_INFO_ENV,
+    SUPPORTED_API_VERSIONS,
+    ExecCluster,
+    unpassable_text,
+)
 
 __all__ = [
     "API_VERSION_V1",
@@ -39,44 +53,14 @@ __all__ = [
     "ObjectMeta",
     "ClusterProfile",
     "ExecCluster",
+    "ExecClusterModel",
     "ExecCredentialSpec",
     "ExecCredentialStatus",
     "ExecCredential",
     "unpassable_text",
 ]
 
-API_VERSION_V1 = "client.authentication.k8s.io/v1"
-API_VERSION_V1BETA1 = "client.authentication.k8s.io/v1beta1"
-SUPPORTED_API_VERSIONS = (API_VERSION_V1, API_VERSION_V1BETA1)
-
-#: The environment variable through which a client hands the ExecCredential request to a plugin.
-EXEC_INFO_ENV = "KUBERNETES_EXEC_INFO"
-
-#: Reserved by client.authentication.k8s.io: per-cluster plugin config, passed verbatim as
-#: ``ExecCredential.spec.cluster.config``.
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
-#: Reserved by KEP-5339: extra plugin arguments (a list of strings), used only under ``Append``.
-ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
-#: Reserved by KEP-5339: extra plugin environment (a string map), used only when a policy allows.
-ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
-
-CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
-
 InteractiveMode = Literal["Never", "IfAvailable", "Always"]
-
-_UNPASSABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def unpassable_text(value: str) -> str | None:
-    """Why ``value`` cannot be passed to a process (argv or environment), or ``None`` if it can.
-
-    A NUL ends a C string; a lone surrogate (``\\ud800``) has no UTF-8 encoding. The value itself
-    is never part of the answer: it may be a secret.
-    """
-    found = _UNPASSABLE.search(value)
-    if found is None:
-        return None
-    return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
 
 
 def _passable(value: Any) -> Any:
@@ -262,8 +246,9 @@ def _showable_name(value: str) -> bool:
     return 0 < len(value) <= 253 and value.isprintable()
 
 
-class ExecCluster(_Wire):
-    """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire)."""
+class ExecClusterModel(_Wire):
+    """Reads a KEP-541 ``Cluster`` (kebab-case on the wire) with worded errors, into the plain
+    :class:`~cpcreds.kep.ExecCluster` (:meth:`to_cluster`); the fields are that class's."""
 
     server: str
     tls_server_name: str = Field(default="", alias="tls-server-name")
@@ -275,50 +260,27 @@ class ExecCluster(_Wire):
 
     _decode_ca = field_validator("certificate_authority_data", mode="before")(_decode_base64_bytes)
 
-    @classmethod
-    def _of_validated(
-        cls,
-        server: str,
-        tls_server_name: str,
-        insecure_skip_tls_verify: bool,
-        certificate_authority_data: bytes,
-        proxy_url: str,
-        disable_compression: bool,
-        config: Any,
-    ) -> ExecCluster:
-        """``ExecCluster(server=..., ...)`` with every field given, for values that already have
-        the fields' types (a validated profile's), without validating them again: pydantic's
-        validator is the costliest step of resolving a new profile when the CPU's caches are
-        cold, right after a plugin ran. The instance's state is set as pydantic's own
-        ``__setstate__`` (unpickling) sets it, so the result is the validated instance in every
-        way (tests/test_access.py compares them)."""
-        cluster = object.__new__(cls)
-        _set_attribute(
-            cluster,
-            "__dict__",
-            {
-                "server": server,
-                "tls_server_name": tls_server_name,
-                "insecure_skip_tls_verify": insecure_skip_tls_verify,
-                "certificate_authority_data": certificate_authority_data,
-                "proxy_url": proxy_url,
-                "disable_compression": disable_compression,
-                "config": config,
-            },
+    def to_cluster(self) -> ExecCluster:
+        return ExecCluster._of_validated(
+            self.server,
+            self.tls_server_name,
+            self.insecure_skip_tls_verify,
+            self.certificate_authority_data,
+            self.proxy_url,
+            self.disable_compression,
+            self.config,
         )
-        _set_attribute(cluster, "__pydantic_fields_set__", set(_EXEC_CLUSTER_FIELDS))
-        _set_attribute(cluster, "__pydantic_extra__", None)
-        _set_attribute(cluster, "__pydantic_private__", None)
-        return cluster
-
-
-_set_attribute = object.__setattr__
-_EXEC_CLUSTER_FIELDS = frozenset(ExecCluster.model_fields)
 
 
 class ExecCredentialSpec(_Wire):
-    cluster: ExecCluster | None = None
+    cluster: ExecClusterModel | None = None
     interactive: bool = False
+
+    @field_validator("cluster", mode="after")
+    @classmethod
+    def _plain_cluster(cls, value: ExecClusterModel | None) -> Any:
+        # Every consumer of a request's cluster (a plugin, a plan) gets the one plain type.
+        return value.to_cluster() if value is not None else None
 
 
 class ExecCredentialStatus(_Wire):

@@ -6,9 +6,10 @@ import base64
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .api import ExecCredentialStatus
+if TYPE_CHECKING:  # a base type: the pydantic models are not imported to build a Credential
+    from .api import ExecCredentialStatus
 
 __all__ = ["Credential", "parse_rfc3339", "format_rfc3339"]
 

@@ -42,9 +42,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are asked for (cpcreds.metrics)
+    from prometheus_client import CollectorRegistry
 
 from .access import AccessPlan, resolve
 from .api import ClusterProfile

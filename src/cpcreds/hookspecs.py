@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pluggy
 
-from .access import AccessPlan
+# The base only (tests/test_imports.py): the plan, the credential, the errors.
 from .credential import Credential
 from .errors import ProviderError
+from .plan import AccessPlan
 
 __all__ = [
     "PROJECT_NAME",

@@ -1,5 +1,9 @@
 """Logging: structlog loggers for the library, output chosen by the application.
 
+structlog is imported the first time an event is actually logged (a level the standard logger
+lets through), not when a module asks for its logger: ``cpcreds get-credential`` and a library
+that logs nothing never pay for it.
+
 Library modules call :func:`get_logger`; the events go to the standard :mod:`logging` logger of
 the same name and nowhere else, so an application that configures nothing sees only warnings on
 stderr (Python's last-resort handler) and never a line on stdout. Secrets are redacted before an
@@ -17,8 +21,6 @@ import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any
-
-import structlog
 
 __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "REDACTED"]
 
@@ -270,12 +272,48 @@ def _to_stdlib(_logger: Any, _method: str, event_dict: MutableMapping[str, Any])
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger for library code: events go to ``logging.getLogger(name)``, redacted."""
-    return structlog.wrap_logger(
-        logging.getLogger(name),
-        processors=[redact_secrets, _to_stdlib],
-        wrapper_class=structlog.stdlib.BoundLogger,
-    )
+    """A structlog logger for library code: events go to ``logging.getLogger(name)``, redacted.
+
+    The structlog logger is built (and structlog imported) on the first event the standard logger
+    of ``name`` is enabled for; an event below its level is dropped without running a processor."""
+    return _DeferredLogger(name)
+
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL}  # fmt: skip
+
+
+class _DeferredLogger:
+    """Stands for structlog's ``BoundLogger`` of one name until an event gets through."""
+
+    __slots__ = ("_stdlib", "_bound")
+
+    def __init__(self, name: str) -> None:
+        self._stdlib = logging.getLogger(name)
+        self._bound: Any = None
+
+    def _structlog(self) -> Any:
+        bound = self._bound
+        if bound is None:  # two threads may both build one: equal loggers, either will do
+            import structlog
+
+            bound = self._bound = structlog.wrap_logger(
+                self._stdlib, processors=[redact_secrets, _to_stdlib], wrapper_class=structlog.stdlib.BoundLogger
+            )
+        return bound
+
+    def __getattr__(self, attribute: str) -> Any:
+        level = _LEVELS.get(attribute)
+        if level is None:  # bind(), new(), ...: structlog's own
+            return getattr(self._structlog(), attribute)
+        stdlib = self._stdlib
+
+        def log(event: Any = None, *args: Any, **fields: Any) -> Any:
+            if not stdlib.isEnabledFor(level):  # what the standard logger would decide anyway
+                return None
+            return getattr(self._structlog(), attribute)(event, *args, **fields)
+
+        return log
 
 
 class _Formatter(logging.Formatter):

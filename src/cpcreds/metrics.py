@@ -1,24 +1,28 @@
 """Prometheus metrics: KEP-541's exec-plugin metrics and KEP-5339's credential metrics.
 
-Metrics are created once per Prometheus registry (the default one unless an engine is given
-another), so several engines in one process share them. Labels carry provider names, result
+Metrics are created once per Prometheus registry, so several engines in one process share them.
+They are a no-op until someone asks for them: an engine given a registry counts into it; an
+engine given none counts into prometheus_client's default registry if the process has imported
+prometheus_client by the time the engine is built (an application that exposes or reads metrics
+has), and otherwise counts nothing and never imports it (``cpcreds get-credential``, a script). Labels carry provider names, result
 classes and exit codes only: never a token, a cluster URL or any other unbounded value.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import weakref
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
-from prometheus_client.registry import Collector
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import CounterMetricFamily
 
-__all__ = ["Metrics", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
+__all__ = ["Metrics", "NO_METRICS", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
 
 #: client-go's buckets for rest_client_exec_plugin_certificate_rotation_age (10 min .. 4 years).
 CERT_ROTATION_BUCKETS = (600, 1800, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000)
@@ -33,6 +37,8 @@ class Metrics:
     """The metric families, bound to one registry. Get it with :meth:`for_registry`."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
         self.registry = registry
         self.exec_plugin_calls = Counter(
             "rest_client_exec_plugin_call_total",
@@ -107,7 +113,14 @@ class Metrics:
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry | None = None) -> Metrics:
-        registry = registry or REGISTRY
+        """The metrics of ``registry``; with None, of prometheus_client's default registry if
+        the process has imported prometheus_client, else :data:`NO_METRICS` (see the module's
+        docstring)."""
+        if registry is None:
+            prometheus = sys.modules.get("prometheus_client")
+            if prometheus is None:
+                return NO_METRICS
+            registry = prometheus.REGISTRY
         with _by_registry_lock:
             metrics = _by_registry.get(id(registry))
             if metrics is None:
@@ -182,7 +195,7 @@ class Metrics:
             self.certificate_rotation_age.observe(max(0.0, time.time() - old_not_before.timestamp()))
 
 
-class _LookupCollector(Collector):
+class _LookupCollector:
     """cpcreds_credential_cache_lookups_total, summed from the engines at scrape time.
 
     A cache hit is the hottest path of the library; a plain integer increment under the lock the
@@ -196,6 +209,8 @@ class _LookupCollector(Collector):
         return [self._family()]
 
     def _family(self) -> CounterMetricFamily:
+        from prometheus_client.core import CounterMetricFamily
+
         return CounterMetricFamily(
             "cpcreds_credential_cache_lookups",
             "get_credential calls answered from the cache (hit), by a fetch the caller waited for (miss), "
@@ -208,3 +223,54 @@ class _LookupCollector(Collector):
         for (provider, result), value in sorted(self._metrics.lookup_totals().items()):
             family.add_metric([provider, result], value)
         return [family]
+
+
+class _NoFamily:
+    """A metric family (and its labelled children) that counts nothing."""
+
+    def labels(self, *_values: Any, **_named: Any) -> _NoFamily:
+        return self
+
+    def inc(self, _amount: float = 1) -> None:
+        pass
+
+    dec = set = observe = inc
+
+    def set_function(self, _function: Any) -> None:
+        pass
+
+
+class _NoMetrics(Metrics):
+    """:class:`Metrics` that count nothing and need no prometheus_client."""
+
+    def __init__(self) -> None:  # no registry, no families: every family is a _NoFamily
+        self.registry = None  # type: ignore[assignment]
+        nothing = _NoFamily()
+        self.exec_plugin_calls = self.certificate_rotation_age = self.certificate_ttl = nothing  # type: ignore[assignment]
+        self.requests = self.request_duration = self.plugin_policy_calls = self.plugin_policy = nothing  # type: ignore[assignment]
+        self.failovers = self.cache_entries = nothing  # type: ignore[assignment]
+
+    def count_policy_decision(self, provider: str, decision: str) -> None:
+        pass
+
+    def track_certificate(self, owner: int, key: Any, not_after: datetime | None) -> None:
+        pass
+
+    def forget_owner(self, owner: int) -> None:
+        pass
+
+    def watch_lookups(self, engine: Any) -> None:
+        pass
+
+    def retire_lookups(self, engine: Any) -> None:
+        pass
+
+    def lookup_totals(self) -> dict[tuple[str, str], int]:
+        return {}
+
+    def observe_rotation(self, old_not_before: datetime | None) -> None:
+        pass
+
+
+#: What an engine counts into when nobody asked for metrics (see the module's docstring).
+NO_METRICS: Metrics = _NoMetrics()

@@ -16,20 +16,22 @@ logs each failure once per process (``cpcreds plugins`` calls it).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
-from pydantic import ValidationError
 
 from . import hookspecs
-from .config import ProviderConfig, ProviderEntry, describe_validation_error
 from .errors import ConfigError
 from .hookspecs import Provider, ProviderFactory
 from .logs import get_logger, redact_text
+
+if TYPE_CHECKING:
+    from .config import ProviderConfig, ProviderEntry
 
 __all__ = ["ProviderRegistry", "ProviderType", "PluginLoadError", "BUILTIN_PLUGIN"]
 
@@ -208,11 +210,8 @@ class ProviderRegistry:
         problem: tuple[str, str] | None = None
         try:
             provider = registered.factory(dict(entry.options))
-        except ValidationError as exc:
-            where, what = describe_validation_error(exc)[0]
-            problem = (f"options.{where}" if where else "options", what)
         except (ValueError, TypeError, KeyError) as exc:
-            problem = ("options", redact_text(" ".join(str(exc).split())) or type(exc).__name__)
+            problem = _options_problem(exc)
         if problem is not None:
             raise ConfigError(problem[1], source=source, entry=f'"{entry.name}"', field=problem[0])
         if not callable(getattr(provider, "get_credential", None)):
@@ -237,3 +236,16 @@ class ProviderRegistry:
             if callable(use_policy):
                 use_policy(config.plugin_policy, policy_observer)
         return providers
+
+
+def _options_problem(exc: BaseException) -> tuple[str, str]:
+    """(field, problem) of a provider factory's error. A pydantic ``ValidationError`` (a
+    ``ValueError``) is worded by cpcreds; pydantic is looked at only if its module is loaded,
+    which it is whenever such an error exists."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    if pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError):
+        from .config import describe_validation_error
+
+        where, what = describe_validation_error(exc)[0]  # type: ignore[arg-type]
+        return (f"options.{where}" if where else "options", what)
+    return ("options", redact_text(" ".join(str(exc).split())) or type(exc).__name__)

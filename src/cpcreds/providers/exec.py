@@ -34,12 +34,9 @@ from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from pydantic import ValidationError
-
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from .._parse import DocumentError, load_document
-from ..api import EXEC_INFO_ENV, ExecCredential, ExecCredentialSpec, ExecCredentialStatus
-from ..config import PluginPolicy, describe_validation_error, json_type_name
+from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
@@ -52,6 +49,7 @@ from ..errors import (
     ProviderError,
 )
 from ..hookspecs import hookimpl
+from ..kep import EXEC_INFO_ENV
 from ..logs import get_logger, redact_text
 from ..pluginpolicy import PluginGate
 
@@ -272,7 +270,7 @@ class ExecProvider:
             self._observe(plan.provider, "allowed")
             return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive)
         try:
-            admission = gate.admit(plan.provider, spec.command, executable, argv)
+            admission = gate.admit(plan.provider, spec.command, executable, argv, env)
         except PluginNotAllowed as refusal:
             self._observe(plan.provider, refusal.decision)
             self._log_refusal(plan.provider, refusal)
@@ -534,6 +532,11 @@ class ExecProvider:
             )
         fields = _plain_status(document)
         if fields is None:  # anything unusual: the model reads it, and words what is wrong
+            from pydantic import ValidationError  # imported only for such an answer
+
+            from ..api import ExecCredential
+            from ..config import describe_validation_error
+
             answer = None
             try:
                 answer = ExecCredential.model_validate(document)
@@ -566,12 +569,7 @@ class ExecProvider:
 
 
 #: Fields the answer models also take under their Python names (``populate_by_name``).
-_PYTHON_SPELLINGS = frozenset(
-    name
-    for model in (ExecCredential, ExecCredentialSpec, ExecCredentialStatus)
-    for name, info in model.model_fields.items()
-    if info.alias is not None and info.alias != name
-)
+_PYTHON_SPELLINGS = frozenset({"api_version", "client_certificate_data", "client_key_data", "expiration_timestamp"})
 _STATUS_TEXT = ("token", "clientCertificateData", "clientKeyData")
 
 

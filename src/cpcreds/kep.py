@@ -1,0 +1,119 @@
+"""The KEP names and the one KEP-541 wire type a plan holds, without pydantic.
+
+This is the base the plan (:mod:`cpcreds.plan`), the exec provider and :mod:`cpcreds.hookspecs`
+build on: the apiVersions and reserved extension names of KEP-541 / KEP-5339, what text can be
+handed to a process, and :class:`ExecCluster`, the ``spec.cluster`` a plugin receives. Reading
+wire objects *with worded errors* is :mod:`cpcreds.api`'s job (pydantic, imported only when an
+input needs it); tests/test_imports.py checks that importing this module loads nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "API_VERSION_V1",
+    "API_VERSION_V1BETA1",
+    "SUPPORTED_API_VERSIONS",
+    "EXEC_INFO_ENV",
+    "EXEC_EXTENSION",
+    "ADDITIONAL_ARGS_EXTENSION",
+    "ADDITIONAL_ENVS_EXTENSION",
+    "CLUSTER_PROFILE_API_VERSION",
+    "ExecCluster",
+    "unpassable_text",
+]
+
+API_VERSION_V1 = "client.authentication.k8s.io/v1"
+API_VERSION_V1BETA1 = "client.authentication.k8s.io/v1beta1"
+SUPPORTED_API_VERSIONS = (API_VERSION_V1, API_VERSION_V1BETA1)
+
+#: The environment variable through which a client hands the ExecCredential request to a plugin.
+EXEC_INFO_ENV = "KUBERNETES_EXEC_INFO"
+
+#: Reserved by client.authentication.k8s.io: per-cluster plugin config, passed verbatim as
+#: ``ExecCredential.spec.cluster.config``.
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+#: Reserved by KEP-5339: extra plugin arguments (a list of strings), used only under ``Append``.
+ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
+#: Reserved by KEP-5339: extra plugin environment (a string map), used only when a policy allows.
+ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
+
+CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
+
+_UNPASSABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unpassable_text(value: str) -> str | None:
+    """Why ``value`` cannot be passed to a process (argv or environment), or ``None`` if it can.
+
+    A NUL ends a C string; a lone surrogate (``\\ud800``) has no UTF-8 encoding. The value itself
+    is never part of the answer: it may be a secret.
+    """
+    found = _UNPASSABLE.search(value)
+    if found is None:
+        return None
+    return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecCluster:
+    """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire,
+    see :func:`cpcreds.plan.cluster_to_wire`), and what ``AccessPlan.cluster`` holds.
+
+    ``certificate_authority_data`` is bytes; base64 text (as Go marshals ``[]byte``) is decoded,
+    and text that is not base64 is a ``ValueError``. ``config`` is the profile's
+    ``client.authentication.k8s.io/exec`` extension, verbatim (in a plan: a read-only copy).
+    Plugin requests and ClusterProfiles are read into this type by :mod:`cpcreds.api`, which
+    checks every field's type and words the errors; tests/test_access.py checks that both agree.
+    """
+
+    server: str
+    tls_server_name: str = ""
+    insecure_skip_tls_verify: bool = False
+    certificate_authority_data: bytes = field(default=b"", repr=False)
+    proxy_url: str = ""
+    disable_compression: bool = False
+    config: Any = None
+
+    def __post_init__(self) -> None:
+        ca = self.certificate_authority_data
+        if isinstance(ca, str):
+            problem = False
+            try:
+                ca = base64.b64decode(ca, validate=True)
+            except (binascii.Error, ValueError):
+                problem = True
+            if problem:  # raised outside the except block: the text may be anything
+                raise ValueError("certificate_authority_data is not valid base64")
+            object.__setattr__(self, "certificate_authority_data", ca)
+
+    @classmethod
+    def _of_validated(
+        cls,
+        server: str,
+        tls_server_name: str,
+        insecure_skip_tls_verify: bool,
+        certificate_authority_data: bytes,
+        proxy_url: str,
+        disable_compression: bool,
+        config: Any,
+    ) -> ExecCluster:
+        """``ExecCluster(server=..., ...)`` with every field given, for values that already have
+        the fields' types (a read profile's), filled in one step: resolve builds one for every new
+        profile right after a plugin ran, when every step costs several times its usual."""
+        cluster = object.__new__(cls)
+        cluster.__dict__.update(
+            server=server,
+            tls_server_name=tls_server_name,
+            insecure_skip_tls_verify=insecure_skip_tls_verify,
+            certificate_authority_data=certificate_authority_data,
+            proxy_url=proxy_url,
+            disable_compression=disable_compression,
+            config=config,
+        )
+        return cluster

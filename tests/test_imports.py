@@ -1,0 +1,222 @@
+"""Import weight and shape of the package (issue 19): what each entry point loads, and no cycle.
+
+The modules a use loads are listed by a fresh interpreter (a subprocess), so nothing this test
+process imported counts. The cycle test reads every module of src/cpcreds with ``ast``, imports
+inside functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cpcreds import access, api
+from cpcreds.providers import exec as exec_provider
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "cpcreds"
+EXAMPLE_CONFIG = ROOT / "config.example.yaml"
+EXAMPLE_PROFILE = ROOT / "examples" / "clusterprofile.yaml"
+
+#: Libraries no entry point below needs: validation, settings, structured logging, metrics, the client.
+HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "structlog", "prometheus_client", "kubernetes")
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level names of the modules loaded by running ``code`` in a fresh interpreter."""
+    script = code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return {name.split(".")[0] for name in json.loads(result.stdout.splitlines()[-1])}
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(set(HEAVY) & modules)
+
+
+def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
+    code = "import cpcreds.hookspecs"
+    assert heavy(loaded_after(code)) == []
+    script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
+    ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs"}
+
+
+@pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])
+def test_base_modules_import_nothing_heavy(module: str) -> None:
+    assert heavy(loaded_after(f"import {module}")) == []
+
+
+@pytest.mark.xfail(
+    reason="the provider config's types (ProviderEntry, ExecConfig, PluginPolicy) are still pydantic models: "
+    "loading a config, and the plugin policy the exec provider holds, import pydantic (issue 19, next step)",
+    strict=True,
+)
+def test_an_engine_answering_a_dict_profile_loads_nothing_heavy(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text("#!/bin/sh\nprintf '%s' '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n")
+    plugin.chmod(0o755)
+    code = textwrap.dedent(
+        f"""
+        import cpcreds
+        config = cpcreds.ProviderConfig.from_dict(
+            {{"providers": [{{"name": "p", "execConfig": {{"apiVersion": "client.authentication.k8s.io/v1", "command": {str(plugin)!r}}}}}]}}
+        )
+        engine = cpcreds.CredentialEngine(config)
+        profile = {{"metadata": {{"name": "c"}}, "status": {{"accessProviders": [{{"name": "p", "cluster": {{"server": "https://c.test"}}}}]}}}}
+        assert engine.get_credential(profile).token == "t"
+        engine.close()
+        """
+    )
+    assert heavy(loaded_after(code)) == []
+
+
+@pytest.mark.xfail(reason="as above, and Settings (pydantic-settings) is read by the CLI on every command (issue 19, next step)", strict=True)
+def test_a_get_credential_miss_loads_nothing_heavy() -> None:
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        os.environ["KUBERNETES_EXEC_INFO"] = '{{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "spec": {{"interactive": false}}}}'
+        from cpcreds._entry import main
+        code = main(["get-credential", "--no-cache", "--config", {str(EXAMPLE_CONFIG)!r}, "--profile", {str(EXAMPLE_PROFILE)!r}])
+        assert code == 0, code
+        """
+    )
+    assert heavy(loaded_after(code)) == []
+
+
+# -- what the plain readers assume about the models ------------------------------------------------
+
+
+def _python_spellings(*models: type) -> frozenset[str]:
+    return frozenset(name for model in models for name, info in model.model_fields.items() if info.alias is not None and info.alias != name)
+
+
+def test_the_profile_reading_knows_the_python_spellings_of_the_models() -> None:
+    models = (api.ClusterProfile, api.ObjectMeta, api.ClusterProfileStatus, api.AccessProvider, api.KubeconfigCluster, api.NamedExtension)
+    assert access._PYTHON_SPELLINGS == _python_spellings(*models)
+
+
+def test_the_answer_reading_knows_the_python_spellings_of_the_models() -> None:
+    assert exec_provider._PYTHON_SPELLINGS == _python_spellings(api.ExecCredential, api.ExecCredentialSpec, api.ExecCredentialStatus)
+
+
+def test_the_cluster_model_reads_into_the_plain_cluster_with_the_same_fields() -> None:
+    import dataclasses
+
+    plain = [f.name for f in dataclasses.fields(api.ExecCluster)]
+    assert plain == list(api.ExecClusterModel.model_fields)
+    wire = {"server": "https://s", "tls-server-name": "n", "certificate-authority-data": "YWJj", "config": {"a": 1}}
+    read = api.ExecCredential.model_validate({"apiVersion": api.API_VERSION_V1, "spec": {"cluster": wire}}).spec.cluster
+    assert type(read) is api.ExecCluster
+    assert read == api.ExecCluster(server="https://s", tls_server_name="n", certificate_authority_data=b"abc", config={"a": 1})
+
+
+# -- no import cycle -------------------------------------------------------------------------------
+
+#: Known and being removed: the engine builds kube's adapters (engine.api_client, ...) and kube
+#: calls the engine; the engine split (engine.bind) takes this edge away.
+KNOWN_CYCLE_EDGE = ("cpcreds.engine", "cpcreds.kube")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """The cpcreds modules ``name`` imports anywhere: at the top, inside functions (lazily), and
+    for type checkers (a dependency all the same: imports flow one way, DESIGN.md)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("cpcreds"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("cpcreds"):
+                if node.module:  # "from . import kube" imports kube; the package is every module's parent
+                    found.add(target)
+                found.update(f"{target}.{alias.name}" for alias in node.names)  # from . import kube
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        # Importing a.b.c runs a, a.b and a.b.c; an edge to a name that is not a module (an
+        # attribute of "from x import name") is dropped.
+        graph[name] = {target for target in _imports(path, name) if target in paths and target != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]], skip: tuple[str, str] | None = None) -> list[list[str]]:
+    """One cycle through each strongly connected part of ``graph`` (Tarjan), ``skip`` left out."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    parts: list[list[str]] = []
+
+    def edges(node: str) -> list[str]:
+        return sorted(t for t in graph[node] if (node, t) != skip)
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges(node):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                part.append(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                parts.append(sorted(part))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return parts
+
+
+def test_no_import_cycle_but_the_known_engine_kube_edge() -> None:
+    assert _cycles(_graph(), skip=KNOWN_CYCLE_EDGE) == []
+
+
+@pytest.mark.xfail(reason="engine imports kube lazily and kube imports engine; the engine split removes the edge", strict=True)
+def test_no_import_cycle_at_all() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_lazy_import_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
