@@ -89,7 +89,7 @@ def test_a_config_file_replaced_by_a_fifo_is_a_failed_reload_and_serve_still_sto
     process.wait_for(r"ready: 1 ready")
     config.unlink()
     os.mkfifo(config)  # nobody ever writes: opening it for reading the blocking way waits for ever
-    process.wait_for(r"config reload failed, keeping the running config: .*is not a regular file", timeout=10)
+    process.wait_for(r"config reload failed.*is not a regular file", timeout=10)
     assert _get(process.url + "/healthz")[0] == 200
     _stops_promptly(process)
 
@@ -113,7 +113,7 @@ def test_a_profile_file_swapped_for_a_fifo_while_scanning_is_a_file_problem_not_
     swapper = threading.Thread(target=swap, daemon=True)
     swapper.start()
     try:
-        _until(lambda: "is not a regular file" in json.dumps(json.loads(_get(url + "/v1/clusters")[1])["problems"]), "the FIFO reported", timeout=15)
+        _until(lambda: "is not a regular file" in json.dumps(json.loads(_get(url + "/v1/clusters")[1])["problems"]), "the FIFO reported", timeout=30)
     finally:
         stop.set()
         swapper.join(5)
@@ -136,3 +136,92 @@ def test_the_cli_refuses_a_fifo_named_as_a_file_at_once(tmp_path: Path, flag: st
     assert result.returncode != 0
     assert result.stderr.strip().endswith(f"{fifo}: is not a regular file"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# -- the profiles folder (issue 17.5) --------------------------------------------------------------
+
+
+def _serve_exit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CPCREDS), "serve", "--listen", "127.0.0.1:0", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")},
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [(lambda p: None, "no such folder"), (lambda p: p.write_text("not a folder\n"), "is not a folder")],
+    ids=["missing", "a-file"],
+)
+def test_a_profiles_dir_that_cannot_be_listed_at_start_is_a_usage_error(tmp_path: Path, make: Any, reason: str) -> None:
+    config, _ = _setup(tmp_path)
+    folder = tmp_path / "elsewhere"
+    make(folder)
+    result = _serve_exit("--config", str(config), "--profiles-dir", str(folder))
+    assert result.returncode == 2
+    assert result.stderr == f"cpcreds: usage error: --profiles-dir {folder}: {reason} (see cpcreds serve --help)\n"
+
+
+def test_a_profiles_folder_that_goes_away_makes_serve_not_ready_until_it_is_back(serve: Any, tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    process = serve("--config", str(config), "--profiles-dir", str(profiles), "--scan-interval", "50ms")
+    url = process.url
+    process.wait_for(r"ready: 1 ready")
+    assert _get(url + "/readyz")[0] == 200
+    moved = tmp_path / "moved"
+    profiles.rename(moved)
+    process.wait_for(rf"not ready: the profiles folder {profiles}: no such folder")
+    status, body = _get(url + "/readyz")
+    assert status == 503 and body == f"the profiles folder {profiles}: no such folder\n"
+    clusters = json.loads(_get(url + "/v1/clusters")[1])
+    assert clusters["ready"] is False and clusters["notReady"] == f"the profiles folder {profiles}: no such folder"
+    assert clusters["counts"]["ready"] == 1  # the profiles already read keep their credentials
+    assert f"Not ready (the profiles folder {profiles}: no such folder)" in _get(url + "/")[1]
+    moved.rename(profiles)
+    process.wait_for(r"ready again: the profiles folder")
+    assert _get(url + "/readyz") == (200, "ok\n")
+    assert json.loads(_get(url + "/v1/clusters")[1])["notReady"] is None
+    _stops_promptly(process)
+
+
+# -- kubeconfig files (issue 18.5, 18.2) ----------------------------------------------------------
+
+
+def test_a_kubeconfig_dir_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    (tmp_path / "kc").write_text("a file\n")
+    result = _serve_exit("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(tmp_path / "kc"))
+    assert result.returncode == 2
+    assert result.stderr == f"cpcreds: usage error: --kubeconfig-dir {tmp_path / 'kc'}: is not a folder (see cpcreds serve --help)\n"
+
+
+def test_a_kubeconfig_that_cannot_be_written_is_a_per_profile_problem_retried_and_credentials_go_on(serve: Any, tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    kubeconfigs = tmp_path / "kubeconfigs"
+    process = serve("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs), "--scan-interval", "50ms")
+    url = process.url
+    process.wait_for(r"ready: 1 ready")
+    _until(lambda: (kubeconfigs / "kubeconfig").exists(), "the merged kubeconfig")
+    # The folder replaced by a file: no write can succeed, whoever runs serve (root too).
+    for path in [*(kubeconfigs / "profiles").iterdir(), *kubeconfigs.glob("*.yaml"), kubeconfigs / "kubeconfig"]:
+        path.unlink()
+    (kubeconfigs / "profiles").rmdir()
+    kubeconfigs.rmdir()
+    kubeconfigs.write_text("in the way\n")
+    (profiles / "p1.yaml").write_text(yaml.safe_dump(cluster_profile("two", access_provider("f", "https://two.spoke.test:6443"))))
+
+    def added() -> dict[str, Any] | None:
+        clusters = {c["key"]: c for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]}
+        return clusters.get("fleet-system/two") if clusters.get("fleet-system/two", {}).get("kubeconfigError") else None
+
+    cluster = _until(added, "the new profile's kubeconfig error")
+    assert cluster["state"] == "ready"  # its credential does not wait for its kubeconfig
+    assert cluster["kubeconfigError"].startswith(f"cannot write {kubeconfigs}/fleet-system.two.yaml: ")
+    assert "kubeconfig not written: cannot write" in _get(url + "/")[1]
+    assert process.process.poll() is None  # serve lives on
+    kubeconfigs.unlink()  # the way is clear: the next retry makes the folder and writes the files
+    _until(lambda: (kubeconfigs / "fleet-system.two.yaml").exists() and (kubeconfigs / "kubeconfig").exists(), "the files written again")
+    _until(lambda: all(c["kubeconfigError"] is None for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]), "the errors cleared")
+    assert "fleet-system/two" in (kubeconfigs / "kubeconfig").read_text()
+    _stops_promptly(process)

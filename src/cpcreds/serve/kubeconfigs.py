@@ -5,7 +5,7 @@ holds the cluster's endpoint and CA (public data from the profile) and a command
 Layout of ``--kubeconfig-dir``::
 
     kubeconfig                  every profile's context (merged)
-    <namespace>.<name>.yaml     one context
+    <namespace>.<name>.yaml     one context (file names: see :func:`file_stem`)
     profiles/<namespace>.<name>.json  the profile as serve saw it (what get-credential reads)
 
 Files are 0600 in 0700 folders, written atomically (a reader never sees half a file), and
@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +29,40 @@ import yaml
 from ..access import AccessPlan
 from ..kubeconfig import KubeconfigContext, build_kubeconfig
 
-__all__ = ["KubeconfigWriter", "file_stem", "MERGED_NAME"]
+__all__ = ["KubeconfigWriter", "ErrorListener", "file_stem", "MERGED_NAME"]
 
 MERGED_NAME = "kubeconfig"
-_PLAIN_KEY = re.compile(r"(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+# A namespace is a DNS label (no dots); a name a DNS subdomain (dots allowed); neither has "_".
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+#: Longest readable stem: with ``.yaml`` or ``.json`` and the writer's temporary-file affixes it
+#: stays well under the 255 bytes a file name may have.
+_MAX_STEM = 200
 
 
 def file_stem(key: str) -> str:
-    """The file name (without suffix) for a profile key: ``namespace.name`` for Kubernetes-style
-    names (a namespace has no dots, so this is unambiguous), a digest for anything else."""
-    if _PLAIN_KEY.fullmatch(key):
-        return key.replace("/", ".")
-    return "profile-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    """The file name (without suffix) of a profile's kubeconfig and snapshot, from its key
+    (``namespace/name``, or ``name`` without a namespace). Injective (two profiles never share
+    files), stable (the same key always gives the same stem) and safe as a file name (only
+    ``[a-z0-9._-]``, never a leading dot, at most 200 characters):
+
+    - ``namespace.name``: both Kubernetes-style (the namespace has no dot, so the first dot splits);
+    - ``name`` for a profile without a namespace and a name without dots;
+    - ``_name`` for one without a namespace whose name has dots (``a.b`` is not ``a/b``);
+    - ``profile_<digest>`` for anything else (upper case, spaces, too long...).
+
+    ``_`` is in no Kubernetes name, so the four forms cannot meet.
+    """
+    namespace, slash, name = key.rpartition("/")
+    if slash and _NAMESPACE.fullmatch(namespace) and _NAME.fullmatch(name):
+        stem = f"{namespace}.{name}"
+    elif not slash and _NAME.fullmatch(name):
+        stem = f"_{name}" if "." in name else name
+    else:
+        stem = ""
+    if stem and len(stem) <= _MAX_STEM:
+        return stem
+    return "profile_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def write_private(path: Path, text: str) -> None:
@@ -59,34 +81,85 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-class KubeconfigWriter:
-    """Keeps ``directory`` in step with the profiles' plans (see the module docstring)."""
+#: ``on_error(key, problem)``: the profile's files cannot be written (``problem``), or are again
+#: (None). Key ``""`` is the folder itself and the merged kubeconfig.
+ErrorListener = Callable[[str, "str | None"], None]
 
-    def __init__(self, directory: str | os.PathLike[str], config_path: str | os.PathLike[str], *, command: str | None = None) -> None:
+
+def _reason(path: Path, exc: OSError) -> str:
+    return f"cannot write {path}: {exc.strerror or type(exc).__name__}"
+
+
+class KubeconfigWriter:
+    """Keeps ``directory`` in step with the profiles' plans (see the module docstring).
+
+    Writing never raises after start: a file that cannot be written (the folder removed or
+    replaced by a file, a full disk) is reported to ``on_error`` and tried again at every
+    :meth:`flush`, the folders made again first. Credentials do not depend on these files.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config_path: str | os.PathLike[str],
+        *,
+        command: str | None = None,
+        on_error: ErrorListener | None = None,
+    ) -> None:
+        """``OSError`` if the folders cannot be made (``directory`` is a file, say)."""
         self.directory = Path(directory).resolve()
         self.profiles_dir = self.directory / "profiles"
         self.config_path = Path(config_path).resolve()
         self.command = command or sys.executable
+        self.on_error = on_error
         self._contexts: dict[str, KubeconfigContext] = {}
+        #: Profiles whose files still have to be written (plan, profile) or removed (None).
+        self._pending: dict[str, tuple[AccessPlan, Mapping[str, Any]] | None] = {}
+        self._failing: set[str] = set()
         self._dirty = True
+        self._make_folders()
+
+    def _make_folders(self) -> None:
         for folder in (self.directory, self.profiles_dir):
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(folder, 0o700)
 
+    def _report(self, key: str, problem: str | None) -> None:
+        if (problem is not None) == (key in self._failing):
+            return
+        if problem is None:
+            self._failing.discard(key)
+        else:
+            self._failing.add(key)
+        if self.on_error is not None:
+            self.on_error(key, problem)
+
     def update(self, key: str, plan: AccessPlan | None, profile: Mapping[str, Any] | None) -> None:
         """Write (``plan`` given) or remove (``plan`` None) the files of one profile."""
+        wanted = (plan, profile) if plan is not None and profile is not None else None
+        self._pending.pop(key, None)
+        try:
+            self._write(key, wanted)
+        except OSError as exc:
+            self._pending[key] = wanted
+            self._report(key, _reason(self.directory / f"{file_stem(key)}.yaml", exc))
+        else:
+            self._report(key, None)
+
+    def _write(self, key: str, wanted: tuple[AccessPlan, Mapping[str, Any]] | None) -> None:
         stem = file_stem(key)
         single = self.directory / f"{stem}.yaml"
         snapshot = self.profiles_dir / f"{stem}.json"
-        if plan is None or profile is None:
+        if wanted is None:
             if self._contexts.pop(key, None) is not None:
                 self._dirty = True
             for path in (single, snapshot):
                 try:
                     path.unlink()
-                except FileNotFoundError:
+                except (FileNotFoundError, NotADirectoryError):  # gone already, or its folder is
                     pass
             return
+        plan, profile = wanted
         write_private(snapshot, json.dumps(profile, sort_keys=True))
         args = ("-m", "cpcreds", "get-credential", "--config", str(self.config_path), "--profile", str(snapshot))
         context = KubeconfigContext(name=key, plan=plan, command=self.command, args=args)
@@ -95,11 +168,26 @@ class KubeconfigWriter:
         self._dirty = True
 
     def flush(self) -> bool:
-        """Rewrite the merged kubeconfig if anything changed since the last flush."""
+        """Retry the files that could not be written, then rewrite the merged kubeconfig if
+        anything changed since the last flush. True when the merged kubeconfig was written."""
+        if self._pending or "" in self._failing:
+            try:
+                self._make_folders()
+            except OSError as exc:
+                self._report("", _reason(self.directory, exc))
+                return False
+            for key, wanted in list(self._pending.items()):
+                self.update(key, *(wanted or (None, None)))
         if not self._dirty:
             return False
         contexts = [self._contexts[key] for key in sorted(self._contexts)]
-        write_private(self.directory / MERGED_NAME, yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False))
+        merged = self.directory / MERGED_NAME
+        try:
+            write_private(merged, yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False))
+        except OSError as exc:
+            self._report("", _reason(merged, exc))
+            return False
+        self._report("", None)
         self._dirty = False
         return True
 
@@ -109,5 +197,5 @@ class KubeconfigWriter:
             self.update(key, None, None)
         try:
             (self.directory / MERGED_NAME).unlink()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             pass
