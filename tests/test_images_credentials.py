@@ -338,6 +338,25 @@ def test_every_waiter_gets_the_error_of_a_failed_run_and_nothing_is_cached(node:
     assert len(node.runs()) == 2
 
 
+def test_a_failed_run_is_the_error_only_of_waiters_for_its_image(node: Node) -> None:
+    # reg/bad/app's run fails; reg/good/app, which waited on it (one registry, one run at a
+    # time), gets its own run and its credential, never reg/bad/app's error or stderr.
+    gate = node.dir / "gate"
+    node.plugin("p", "--wait-for", str(gate), "--fail-for", "registry.io/bad/app", "--auth", "REGISTRY=u:p")
+    with node.open(provider_entry("p", "registry.io")) as images:
+        bad = in_threads(1, lambda i: images.get("registry.io/bad/app"))
+        wait_until(lambda: len(node.runs()) == 1)  # the bad image's run is the one under way
+        others = in_threads(2, lambda i: images.get("registry.io/good/app" if i == 0 else "registry.io/bad/app"))
+        wait_until(lambda: threads_waiting_on_a_flight() == 2)
+        gate.touch()
+        join(bad[0] + others[0])
+        good, bad_waiter = others[1]
+        assert [c.username for c in good] == ["u"], good
+        assert isinstance(bad[1][0], PluginExecutionError) and "registry.io/bad/app" in str(bad[1][0])
+        assert isinstance(bad_waiter, PluginExecutionError)  # same image: the same failure, shared
+    assert node.runs() == ["registry.io/bad/app", "registry.io/good/app"]
+
+
 def test_waiters_for_other_images_run_their_own_when_the_answer_is_per_image(node: Node) -> None:
     node.plugin("p", "--cache-key-type", "Image", "--auth", "IMAGE=u:p")
     with node.open(provider_entry("p", "registry.io")) as images:

@@ -18,6 +18,7 @@ Answer:
 Misbehaviour:
   --exit-code N          exit with N (after --stderr)
   --fail-runs N          with --count-file: exit 1 on runs 1..N, answer on later ones
+  --fail-for IMAGE       exit 1 (naming the image on stderr) when asked about IMAGE
   --stderr TEXT          write TEXT to stderr
   --spam-bytes N         write N bytes of junk to stdout first
   --hang                 never answer (sleeps until killed)
@@ -89,7 +90,7 @@ def _count(path: str, image: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--cache-key-type", "--cache-duration", "--api-version", "--kind", "--raw", "--exit-code", "--fail-runs",
-                 "--stderr", "--spam-bytes", "--wait-for", "--count-file", "--record"):
+                 "--fail-for", "--stderr", "--spam-bytes", "--wait-for", "--count-file", "--record"):
         parser.add_argument(flag)
     parser.add_argument("--auth", action="append", default=[])
     parser.add_argument("--record-env", action="append", default=[])
@@ -119,6 +120,9 @@ def main() -> int:
         return int(options.exit_code)
     if options.fail_runs and run <= int(options.fail_runs):
         sys.stderr.write(f"run {run} fails on purpose\n")
+        return 1
+    if options.fail_for and image == options.fail_for:
+        sys.stderr.write(f"no credentials for {image}\n")
         return 1
     if options.spam_bytes:
         sys.stdout.write("x" * int(options.spam_bytes))

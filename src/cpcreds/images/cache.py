@@ -13,8 +13,8 @@ What the KEP asks, and how it is kept here:
   key type the provider answered with last (``Registry`` until it has answered): 1,000 callers
   asking for 50 images of 5 registries from a ``Registry`` plugin cause 5 runs. A caller that
   waited uses the run's answer when it applies to its own image (same registry for ``Registry``,
-  same repository for ``Image``), else looks again. A failed run is not kept; everyone who waited
-  for it gets its error. A run stopped by an interrupt (Ctrl-C in the thread running it) is
+  same repository for ``Image``), else looks again. A failed run is not kept; who waited for it
+  with the same repository gets its error, anyone else looks again and runs their own. A run stopped by an interrupt (Ctrl-C in the thread running it) is
   nobody's failure: waiters start over and one of them runs the plugin again.
 - **Stale entries** (the KEP's other beta item): expired entries are dropped at most every
   ``purge_interval`` seconds on a write or a miss, and the cache never holds more than
@@ -63,12 +63,14 @@ def cache_key(key_type: str, image: ImageReference) -> str:
 
 class Flight:
     """One plugin run and the callers waiting for it. Ends once: with an entry (and the key type
-    and key it was filed under), an error, or abandoned."""
+    and key it was filed under), an error, or abandoned. ``asked`` is the repository the run
+    asks the plugin about."""
 
-    __slots__ = ("key", "entry", "key_type", "filed_under", "error", "abandoned", "_event")
+    __slots__ = ("key", "asked", "entry", "key_type", "filed_under", "error", "abandoned", "_event")
 
-    def __init__(self, key: tuple[str, str, str, str]) -> None:
+    def __init__(self, key: tuple[str, str, str, str], asked: str = "") -> None:
         self.key = key
+        self.asked = asked
         self.entry: CacheEntry | None = None
         self.key_type = ""
         self.filed_under = ""
@@ -83,10 +85,13 @@ class Flight:
         """Does this run's answer hold for ``image`` too (same key under its key type)?"""
         return self.entry is not None and cache_key(self.key_type, image) == self.filed_under
 
-    def raise_error(self) -> None:
-        """Raise the run's error for one waiter: a copy, so that waiters in different threads do
-        not write their tracebacks into one exception object."""
-        if self.error is not None:
+    def raise_error_for(self, image: ImageReference) -> None:
+        """Raise the run's error for a waiter asking about ``image``, when the run asked about
+        the same repository (the plugin was sent the very request this waiter would send): a
+        copy, so that waiters in different threads do not write their tracebacks into one
+        exception object. A failure for another image is not this waiter's: no error then, and
+        :meth:`applies_to` is False (the waiter looks again and runs its own lookup)."""
+        if self.error is not None and self.asked == image.repository:
             error = copy.copy(self.error)
             raise error from None
 
@@ -152,7 +157,7 @@ class ImageCredentialCache:
             flight = self._flights.get(flight_key)
             if flight is not None:
                 return flight, False
-            flight = self._flights[flight_key] = Flight(flight_key)
+            flight = self._flights[flight_key] = Flight(flight_key, image.repository)
             return flight, True
 
     def get(self, provider: str, image: ImageReference, identity: str) -> CacheEntry | None:
@@ -187,7 +192,8 @@ class ImageCredentialCache:
         return entry
 
     def fail(self, flight: Flight, error: CredentialError) -> None:
-        """End ``flight`` with ``error``: nothing is kept; every waiter raises a copy of it."""
+        """End ``flight`` with ``error``: nothing is kept; every waiter for the repository it
+        asked about raises a copy of it, the others look again."""
         with self._lock:
             self._flights.pop(flight.key, None)
         flight.error = error

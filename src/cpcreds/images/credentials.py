@@ -354,11 +354,12 @@ class ImageCredentials:
                     raise
                 return cache.finish(flight, reference, ask.identity, response, provider.default_cache_duration)
             flight.wait()
-            flight.raise_error()
+            flight.raise_error_for(reference)
             if flight.applies_to(reference):
                 assert flight.entry is not None
                 return flight.entry
-            # Abandoned, or its answer is for another image: look again (the cache may have it now).
+            # Abandoned, failed asking about another image, or its answer is for another image:
+            # look again (the cache may have it now; else this caller runs its own lookup).
 
     # -- life --------------------------------------------------------------------------------
 
