@@ -36,6 +36,15 @@ def profile_key(profile: Mapping[str, Any]) -> str | None:
     return f"{namespace}/{name}" if namespace else name
 
 
+def folder_problem(exc: OSError) -> str:
+    """What an ``OSError`` from listing the profiles folder means, for an operator."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such folder"
+    if isinstance(exc, NotADirectoryError):
+        return "is not a folder"
+    return f"cannot list the folder: {exc.strerror or type(exc).__name__}"
+
+
 @dataclass
 class Change:
     """What changed: profiles to (re)consider by key, keys gone, and per-origin problems (a file
@@ -86,6 +95,20 @@ class DirectorySource:
     @property
     def problems(self) -> dict[str, str]:
         return dict(self._problems)
+
+    @property
+    def folder_problem(self) -> str | None:
+        """Why the folder itself could not be listed at the last scan (None: it could)."""
+        return self._problems.get(os.fspath(self.path))
+
+    def check(self) -> str | None:
+        """Why the folder cannot be listed now (missing, a file, unreadable), or None."""
+        try:
+            with os.scandir(self.path):
+                pass
+        except OSError as exc:
+            return folder_problem(exc)
+        return None
 
     def scan(self) -> Change:
         """Read added and changed files, forget removed ones; return what changed."""
@@ -149,7 +172,7 @@ class DirectorySource:
                     if stat.S_ISREG(info.st_mode):
                         present[entry.path] = (info.st_mtime_ns, info.st_size, info.st_ino)
         except OSError as exc:
-            problem = f"cannot list the folder: {exc.strerror or type(exc).__name__}"
+            problem = folder_problem(exc)
         folder = os.fspath(self.path)
         if problem is not None:
             # The folder is gone or unreadable: keep what we have rather than drop the fleet.

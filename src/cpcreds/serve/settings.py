@@ -20,12 +20,20 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 from ..config import describe_validation_error, parse_duration
 from ..errors import ConfigError
 
-__all__ = ["ServeSettings", "DEFAULT_LISTEN", "parse_listen"]
+__all__ = ["ServeSettings", "UnusableFolder", "DEFAULT_LISTEN", "parse_listen"]
 
 #: Loopback only by default: the status page and metrics name every cluster of the fleet.
 DEFAULT_LISTEN = "127.0.0.1:9733"
 
 _section: ContextVar[Mapping[str, Any]] = ContextVar("cpcreds_serve_section", default={})
+
+
+class UnusableFolder(ConfigError):
+    """A folder setting names something serve cannot use at start (``--profiles-dir`` missing,
+    unreadable or a file; ``--kubeconfig-dir`` a file): a usage error, exit 2, like a bad flag."""
+
+    def __init__(self, setting: str, path: object, reason: str) -> None:
+        super().__init__(f"--{setting.replace('_', '-')} {path}: {reason}")
 
 
 def _snake(key: str) -> str:
