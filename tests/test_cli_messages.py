@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cpcreds.cli import COMMANDS, main
+from cpcreds.cli import COMMANDS, build_parser, main
 from tests.fakes.builders import access_provider, cluster_profile, exec_entry
 
 ERROR_LINE = re.compile(r"^cpcreds: error: \S.*$")
@@ -150,6 +151,42 @@ def test_every_command_has_a_description_in_its_help(cli: Any, command: str) -> 
     description = paragraphs[1]
     assert not description.lstrip().startswith(("options:", "positional arguments:")), run.out
     assert len(description.split()) >= 8
+
+
+def test_commands_are_every_command_of_the_parser_in_help_order() -> None:
+    assert tuple(build_parser().subparsers) == COMMANDS
+
+
+def test_every_commands_description_is_its_own(cli: Any) -> None:
+    descriptions = {command: " ".join(cli(command, "--help").out.split("\n\n")[1].split()) for command in COMMANDS}
+    top = " ".join(cli("--help").out.split("\n\n")[1].split())
+    assert len(set(descriptions.values())) == len(COMMANDS) and top not in descriptions.values()
+
+
+def test_the_command_table_of_docs_cli_lists_every_command_in_help_order() -> None:
+    table = (Path(__file__).parents[1] / "docs" / "cli.md").read_text(encoding="utf-8").split("\n## ", 1)[0]
+    assert tuple(re.findall(r"^\| \[`([a-z-]+)`\]", table, flags=re.MULTILINE)) == COMMANDS
+
+
+DEMO_PLUGIN = Path(__file__).parents[1] / "examples" / "plugins" / "demo-token-plugin"
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+
+
+@pytest.mark.parametrize(
+    ("spec", "hint"),
+    [
+        ({}, "the request has no cluster (set provideClusterInfo: true in the exec config)"),
+        # provideClusterInfo is set (there is a cluster): the hint is about the profile, not about it.
+        ({"cluster": {"server": "https://spoke-1.example:6443"}},
+         f"the ClusterProfile's access provider has no {EXEC_EXTENSION} extension (it needs clusterName)"),
+        ({"cluster": {"server": "https://spoke-1.example:6443", "config": {"audience": "x"}}},
+         f"no clusterName in the ClusterProfile's {EXEC_EXTENSION} extension"),
+    ],
+)
+def test_the_demo_plugin_says_what_is_missing_and_nothing_already_set(spec: dict[str, Any], hint: str) -> None:
+    info = json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "spec": {"interactive": False, **spec}})
+    result = subprocess.run([str(DEMO_PLUGIN)], env={**os.environ, "KUBERNETES_EXEC_INFO": info}, capture_output=True, text=True, timeout=30)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"demo-token-plugin: {hint}\n")
 
 
 def test_cpcreds_setting_with_a_bad_value_is_one_line(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

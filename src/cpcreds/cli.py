@@ -55,7 +55,7 @@ environment:
 """
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "cache", "completion", "image-credential")
+COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "serve", "cache", "completion", "pin", "image-credential")
 SHELLS = ("bash", "zsh", "fish")
 
 _INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
