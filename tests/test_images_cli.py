@@ -160,3 +160,18 @@ def test_the_complete_example_of_the_docs_runs_as_shown(tmp_path: Path) -> None:
     output, = _blocks(section, "text")
     run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 0 and run.stdout == output
+
+
+def test_passwords_a_failing_plugin_echoes_never_reach_the_error(tmp_path: Path) -> None:
+    # How programs a plugin calls echo a password on stderr (docker, curl, prose, URLs).
+    echoed = (
+        f"+ docker login -p {SECRET} registry.io\n+ docker login --password {SECRET} registry.io\n"
+        f"+ curl -u robot:{SECRET} https://registry.io/v2/\n+ podman login --password={SECRET}\n"
+        f"login failed: password {SECRET} rejected\npassword: {SECRET}\npasswd={SECRET}\n"
+        f"GET https://robot:{SECRET}@registry.io/v2/ and robot:{SECRET}@proxy.corp:3128: 401\n"
+    )
+    install(tmp_path / "bin", "echoes", "--exit-code", "1", "--stderr", echoed)
+    config = write_config(tmp_path / "config.json", provider_entry("echoes", "registry.io"))
+    run = cpcreds("registry.io/app", "--image-credential-provider-config", str(config), "--image-credential-provider-bin-dir", str(tmp_path / "bin"))
+    assert run.returncode == 1 and len(run.stderr.splitlines()) == 1
+    assert "docker login -p [REDACTED]" in run.stderr and SECRET not in run.stderr

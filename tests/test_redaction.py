@@ -259,3 +259,75 @@ def test_strict_redaction_of_outside_text_has_no_exceptions(text: str, expected:
 def test_cpcreds_own_wording_stays_readable_only_in_lowercase() -> None:
     assert redact_text("option key: is not a known field") == "option key: is not a known field"
     assert redact_text("PROVIDER token: abc123") == "PROVIDER token: [REDACTED]"
+
+
+# -- how programs echo a password on their stderr (issue 18, item 12) -----------------------------
+
+ECHOED = [
+    ("docker login -p hunter2 registry.io", f"docker login -p {R} registry.io"),
+    ("docker login -phunter2 registry.io", f"docker login -p{R} registry.io"),
+    ("docker login --password hunter2 registry.io", f"docker login --password {R} registry.io"),
+    ("docker login --password=hunter2", f"docker login --password={R}"),
+    ("podman login --pass hunter2", f"podman login --pass {R}"),
+    ("curl -u robot:hunter2 https://registry.io/v2/", f"curl -u robot:{R} https://registry.io/v2/"),
+    ("curl -urobot:hunter2 https://x", f"curl -urobot:{R} https://x"),
+    ("curl --user 'robot:hunter2' https://x", f"curl --user 'robot:{R}' https://x"),
+    ("login failed: password hunter2 rejected", f"login failed: password {R} rejected"),
+    ("Password: hunter2", f"Password: {R}"),
+    ("passwd=hunter2", f"passwd={R}"),
+    ("proxy robot:hunter2@proxy.corp:3128 refused", f"proxy robot:{R}@proxy.corp:3128 refused"),
+    ("GET https://robot:hunter2@registry.io/v2/", f"GET https://robot:{R}@registry.io/v2/"),
+]
+
+STILL_READABLE = [
+    "password is incorrect",
+    "invalid password for user robot",
+    "docker login -u robot --password-stdin registry.io",
+    "curl -u robot https://registry.io",
+    "pulling registry.io/app@sha256:" + "ab" * 32,
+    "git@github.com:org/repo.git: permission denied",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ECHOED)
+def test_passwords_programs_echo_on_stderr_are_redacted(text: str, expected: str) -> None:
+    assert redact_text(text, strict=True) == expected
+    assert redact_text(redact_text(text, strict=True), strict=True) == expected
+
+
+@pytest.mark.parametrize("text", STILL_READABLE)
+def test_stderr_about_passwords_stays_readable(text: str) -> None:
+    assert redact_text(text, strict=True) == text
+
+
+_ECHO_TEMPLATES: list[Template] = [
+    lambda s: f"docker login -p {s} registry.io",
+    lambda s: f"docker login -p{s}",
+    lambda s: f"docker login --password {s} registry.io",
+    lambda s: f"docker login --password={s}",
+    lambda s: f"curl -u robot:{s} https://registry.io/v2/",
+    lambda s: f"curl --user robot:{s} https://x",
+    lambda s: f"password {s}",
+    lambda s: f"password: {s}",
+    lambda s: f"passwd={s}",
+    lambda s: f"https://robot:{s}@registry.io/v2/",
+    lambda s: f"robot:{s}@registry.io",
+]
+_WORDS = st.sampled_from(["error:", "login", "failed", "for", "robot", "registry.io", "-v", "--debug", "at", "12:00", "(exit 1)", ""])
+# A password as people choose them: letters, digits and some punctuation, with a digit somewhere.
+_PASSWORD = st.text(alphabet=string.ascii_letters + string.digits + "!#$%*+,-.;=?^_~", min_size=8, max_size=24).filter(
+    lambda s: any(c.isdigit() for c in s) and not s.startswith("-") and "://" not in s
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    template=st.sampled_from(_ECHO_TEMPLATES),
+    secret=_PASSWORD,
+    before=st.lists(_WORDS, max_size=3).map(" ".join),
+    after=st.lists(_WORDS, max_size=3).map(" ".join),
+)
+def test_a_password_echoed_on_a_stderr_line_never_survives(template: Template, secret: str, before: str, after: str) -> None:
+    line = f"{before} {template(secret)} {after}".strip()
+    assume(secret not in f"{before} {template('X' * len(secret))} {after}")
+    assert secret not in redact_text(line, strict=True)

@@ -96,7 +96,8 @@ _HEADER = re.compile(
     r"|(?:[A-Z][A-Za-z0-9]*-)+(?:Token|Key|Secret|Password|Passwd|Signature|Credential|Credentials))"
     r"\s*:\s*)[^\s\"']+"
 )
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/?#@\"']+@")
+# (a password may hold an unescaped "?" or "#": people paste them so, and they must not leak)
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/@\"']+@")
 _URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:\"'\[]+@")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*")
 # "access_token": "...", 'password': '...', \"token\": \"...\" (JSON, Python reprs, JSON in JSON)
@@ -116,6 +117,21 @@ _COLON_STRICT = re.compile(_COLON_PATTERN)
 _FLAG = re.compile(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
 # VAULT_TOKEN=..., api_key=..., --password=..., ?access_token=...&
 _ASSIGN = re.compile(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
+# curl -u user:pass, --user/--proxy-user user:pass (the user stays, the password goes)
+_USER_FLAG = re.compile(r"""(?<![\w\-])(-[uU]|--user|--proxy-user)(\s+|=)?(["']?)([^\s:"'@]*:)([^\s"']+)""")
+# user:pass@host without a scheme (a proxy or docker-style address)
+_USERINFO = re.compile(r"(?<![\w.\-/:@%])([A-Za-z0-9._~%+\-]+:)([^\s/@:\"'\[\]]+)@(?=[A-Za-z0-9\[])")
+# Only in text from outside (strict), where a program's own way of echoing its command line shows:
+# docker login -p PASS (also -pPASS, -p=PASS), --pass PASS, and the prose "password PASS"
+# (but not "password is incorrect": common words after the word are kept).
+_SHORT_PASSWORD = re.compile(rf"(?<![\w\-])(-p|--pass(?![\w\-]))(\s+|=)?(?!-)({_VALUE})")
+_PROSE_WORDS = frozenset(
+    "a an and are as at be been but by can cannot could did do does for from given had has have "
+    "here if in invalid incorrect is it may missing must needed no not of on or please prompt provided "
+    "rejected required set should stdin than that the this to too was were will with wrong would "
+    "expired mismatch denied empty length policy change reset file field hash authentication login".split()
+)
+_PROSE_PASSWORD = re.compile(rf"(?i)(?<![\w\-])(password|passwd|passphrase)([ \t]+)(?![:=])({_VALUE})")
 
 
 def _blank(value: str) -> str:
@@ -160,6 +176,26 @@ def _sub_assign(match: re.Match[str]) -> str:
         cut = min((i for i in (value.find("&"), value.find("#")) if i >= 0), default=len(value))
         value, rest = value[:cut], _ASSIGN.sub(_sub_assign, value[cut:])
     return f"{name}{sep}{_blank(value)}{rest}"
+
+
+def _sub_user_flag(match: re.Match[str]) -> str:
+    flag, sep, quote, user, password = match.groups()
+    if password.startswith(REDACTED):
+        return match.group(0)
+    return f"{flag}{sep or ''}{quote}{user}{REDACTED}"  # a closing quote is not part of the match
+
+
+def _sub_blank_last(match: re.Match[str]) -> str:
+    """Groups (name, separator, value): the value blanked."""
+    name, sep, value = match.group(1), match.group(2) or "", match.group(3)
+    return f"{name}{sep}{_blank(value)}"
+
+
+def _sub_prose(match: re.Match[str]) -> str:
+    # "password is incorrect" says nothing secret: a whole common word after it is kept.
+    if match.group(3).lower().rstrip(".,;:!?)") in _PROSE_WORDS:
+        return match.group(0)
+    return _sub_blank_last(match)
 
 
 def _sub_basic(match: re.Match[str]) -> str:
@@ -238,6 +274,13 @@ def redact_text(text: str, *, strict: bool = False) -> str:
     text = (_COLON_STRICT if strict else _COLON).sub(_sub_colon, text)
     text = _FLAG.sub(_sub_flag, text)
     text = _ASSIGN.sub(_sub_assign, text)
+    if ":" in text:
+        text = _USER_FLAG.sub(_sub_user_flag, text)
+        if "@" in text:
+            text = _USERINFO.sub(rf"\1{REDACTED}@", text)
+    if strict:
+        text = _SHORT_PASSWORD.sub(_sub_blank_last, text)
+        text = _PROSE_PASSWORD.sub(_sub_prose, text)
     return text
 
 
