@@ -10,13 +10,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# Dependencies first, from the lock file (exact versions, every file checked against its sha256;
+# scripts/lock.sh refreshes it): an image built today and one built next year run the same code.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
+# Then cpcreds and the contrib providers themselves, without letting pip pick any other dependency.
+COPY pyproject.toml README.md LICENSE ./
 COPY src ./src
 COPY plugins-contrib ./plugins-contrib
-RUN pip install . \
+RUN pip install --no-deps . \
  && for plugin in plugins-contrib/*/; do \
-      if [ -f "$plugin/pyproject.toml" ]; then pip install "$plugin"; fi; \
+      if [ -f "$plugin/pyproject.toml" ]; then pip install --no-deps "$plugin"; fi; \
     done \
+ && pip check \
  && rm -rf /src
 
 RUN useradd --system --uid 10001 --home-dir /var/lib/cpcreds --create-home cpcreds
