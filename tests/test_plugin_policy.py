@@ -157,7 +157,7 @@ def test_missing_plugin_is_not_found_not_refused(tmp_path: Path) -> None:
         ({"policyType": "allowlist"}, "pluginPolicy.policyType", "must be 'AllowAll', 'DenyAll' or 'Allowlist'"),
         ({"policyType": "Allowlist", "allowlist": [{"command": "x", "sha256": "abc"}]}, "pluginPolicy.allowlist[0].sha256", "pattern"),
         ({"policyType": "Allowlist", "allowlist": [{"command": ""}]}, "pluginPolicy.allowlist[0].command", ""),
-        ({"policyType": "Allowlist", "allowlist": [{"name": "x"}]}, "pluginPolicy.allowlist[0]", ""),
+        ({"policyType": "Allowlist", "allowlist": [{"cmd": "x"}]}, "pluginPolicy.allowlist[0]", ""),
         ("Allowlist", "pluginPolicy", "must be a mapping"),
     ],
 )
@@ -550,3 +550,30 @@ def test_any_first_line_is_admitted_or_refused_never_crashes(tmp_path_factory: p
         assert str(refusal).isprintable()
     else:
         admission.release()
+
+
+# -- allowlist[].name: client-go 1.35's spelling of command ---------------------------------------
+
+
+def test_allowlist_name_is_read_as_command_with_one_warning(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import run_cli
+
+    plugin = echo_plugin(tmp_path)
+    policy = {"policyType": "Allowlist", "allowlist": [{"name": str(plugin)}, {"name": SH, "sha256": digest(SH)}]}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"pluginPolicy": policy, "providers": [entry("p", str(plugin), answer("by-name"))]}))
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile("p")))
+    checked = run_cli("validate", "--config", "config.yaml", cwd=tmp_path)
+    assert checked.returncode == 0 and "(allowed by pluginPolicy)" in checked.stdout
+    assert checked.stderr.count("pluginPolicy.allowlist[].name is deprecated") == 1  # once, for two entries
+    ran = run_cli("get-credential", "--no-cache", "--config", "config.yaml", "--profile", "profile.yaml", cwd=tmp_path)
+    assert ran.returncode == 0 and "by-name" in ran.stdout
+    assert PluginPolicy.model_validate(policy).allowlist[0].command == str(plugin)  # type: ignore[index]
+
+
+def test_allowlist_entry_with_both_name_and_command_is_refused_naming_the_field(tmp_path: Path) -> None:
+    policy = {"policyType": "Allowlist", "allowlist": [{"command": SH}, {"command": SH, "name": "/other"}]}
+    with pytest.raises(ConfigError) as caught:
+        config(tmp_path, policy, entry("p", SH))
+    assert "field pluginPolicy.allowlist[1]: has both command and name" in str(caught.value)

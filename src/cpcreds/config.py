@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._parse import DocumentError, load_document, plain_copy, read_bounded
@@ -94,6 +94,21 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+_allowlist_name_warned = False
+
+
+def _warn_allowlist_name() -> None:
+    global _allowlist_name_warned
+    if _allowlist_name_warned:
+        return
+    _allowlist_name_warned = True
+    from .logs import get_logger  # only a config that needs the warning pays for logging
+
+    get_logger(__name__).warning(
+        "pluginPolicy.allowlist[].name is deprecated (client-go 1.35's spelling); client-go 1.36 and cpcreds call it command"
+    )
+
+
 class AllowlistEntry(BaseModel):
     """One ``pluginPolicy.allowlist`` entry: a command that may run, optionally pinned.
 
@@ -102,12 +117,25 @@ class AllowlistEntry(BaseModel):
     relative ones against the config file's folder), and the results must be equal.
     ``sha256`` (cpcreds' addition) pins the executable's content: it then runs only if its bytes
     hash to this digest, and exactly the bytes that were hashed run.
+
+    ``name`` (client-go 1.35's spelling, renamed ``command`` in 1.36) is read as ``command``,
+    with a warning once per process; an entry with both is refused.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     command: str = Field(min_length=1)
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_name(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "name" not in data:
+            return data
+        if "command" in data:  # which one was meant is a guess; a policy must not guess
+            raise ValueError("has both command and name (name is the deprecated client-go 1.35 spelling of command): keep only command")
+        _warn_allowlist_name()
+        return {("command" if key == "name" else key): value for key, value in data.items()}
 
     @field_validator("sha256", mode="after")
     @classmethod
