@@ -185,3 +185,16 @@ def test_the_program_read_from_an_env_line_is_the_one_gnu_env_runs(tmp_path_fact
     # fail where the reading names a program: a -C folder that does not exist, a bad signal).
     if seen is not None:
         assert seen == expected, (args, ran.stderr)
+
+
+def test_env_finds_its_program_on_the_path_the_plugin_gets(tmp_path: Path) -> None:
+    # execConfig.env sets PATH for the plugin: env looks its program up there, and so does the gate.
+    evil = tmp_path / "evil"
+    impostor(evil)
+    plugin = script_plugin(tmp_path, "x", shebang=f"#!{ENV} sh")
+    sh = shutil.which("sh")
+    policy = pinned(tmp_path, (plugin, None), (ENV, None), (sh, None))  # type: ignore[arg-type]
+    provider = entry("p", str(plugin))
+    provider["execConfig"]["env"] = [{"name": "PATH", "value": f"{evil}{os.pathsep}/usr/bin:/bin"}]
+    error = refusal_of(config(tmp_path, policy, provider), "p")
+    assert f"its interpreter sh (from #! via {ENV}) is not in pluginPolicy.allowlist" in str(error)
