@@ -178,7 +178,7 @@ try, in another shell:
   cd {folder}
   cpcreds get-credential --config providers.yaml --profile clusterprofiles.yaml --name spoke-1
   cpcreds kubeconfig --config providers.yaml --profile clusterprofiles.yaml -o fleet.kubeconfig
-  KUBECONFIG=fleet.kubeconfig kubectl --context spoke-1 get namespaces
+  KUBECONFIG=fleet.kubeconfig kubectl --context fleet/spoke-1 get namespaces
   KUBECONFIG=hub.kubeconfig kubectl get clusterprofiles
 the controllers of docs/python-api.md: run them with KUBECONFIG={folder}/hub.kubeconfig,
   config.load_kube_config(), and {folder}/providers.yaml in place of /etc/cpcreds/providers.yaml

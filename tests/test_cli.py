@@ -499,13 +499,13 @@ def test_kubeconfig_has_one_context_per_profile_and_no_token(tmp_path: Path, two
     assert "token:" not in result.stdout
     doc = yaml.safe_load(result.stdout)
     assert doc["kind"] == "Config"
-    assert [c["name"] for c in doc["contexts"]] == ["alpha", "beta"]
-    assert doc["current-context"] == "alpha"
+    assert [c["name"] for c in doc["contexts"]] == ["fleet-system/alpha", "fleet-system/beta"]
+    assert doc["current-context"] == "fleet-system/alpha"
     clusters = {c["name"]: c["cluster"] for c in doc["clusters"]}
-    assert clusters["alpha"]["server"] == "https://alpha.test:6443"
-    assert clusters["beta"]["server"] == "https://beta.test:6443"
+    assert clusters["fleet-system/alpha"]["server"] == "https://alpha.test:6443"
+    assert clusters["fleet-system/beta"]["server"] == "https://beta.test:6443"
     users = {u["name"]: u["user"]["exec"] for u in doc["users"]}
-    for name in ("alpha", "beta"):
+    for name in ("fleet-system/alpha", "fleet-system/beta"):
         ctx = next(c["context"] for c in doc["contexts"] if c["name"] == name)
         assert ctx == {"cluster": name, "user": name}
         spec = users[name]
@@ -518,7 +518,7 @@ def test_kubeconfig_has_one_context_per_profile_and_no_token(tmp_path: Path, two
         profile_arg = args[args.index("--profile") + 1]
         assert os.path.isabs(config_arg) and Path(config_arg) == two_profile_config.resolve()
         assert os.path.isabs(profile_arg) and Path(profile_arg) == (tmp_path / "fleet.yaml").resolve()
-        assert args[args.index("--name") + 1] == f"fleet-system/{name}"
+        assert args[args.index("--name") + 1] == name
 
 
 def test_kubeconfig_output_file_has_mode_0600(tmp_path: Path, config_file: Path, profile_file: Path) -> None:
@@ -527,7 +527,7 @@ def test_kubeconfig_output_file_has_mode_0600(tmp_path: Path, config_file: Path,
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
-    assert [c["name"] for c in yaml.safe_load(out.read_text())["contexts"]] == ["spoke-1"]
+    assert [c["name"] for c in yaml.safe_load(out.read_text())["contexts"]] == ["fleet-system/spoke-1"]
 
 
 def test_kubeconfig_output_over_existing_file_has_mode_0600(tmp_path: Path, config_file: Path, profile_file: Path) -> None:

@@ -50,11 +50,11 @@ def test_dev_cluster_serves_what_it_prints_and_stops_on_ctrl_c(dev_cluster: tupl
     assert answer["status"]["token"] == (folder / "token").read_text().strip()
     kubeconfig = run_cli("kubeconfig", "--config", "providers.yaml", "--profile", "clusterprofiles.yaml", "-o", tmp_path / "fleet.kubeconfig", cwd=folder)
     assert kubeconfig.returncode == 0, kubeconfig.stderr
-    assert [c["name"] for c in yaml.safe_load((tmp_path / "fleet.kubeconfig").read_text())["contexts"]] == ["spoke-1", "spoke-2"]
+    assert [c["name"] for c in yaml.safe_load((tmp_path / "fleet.kubeconfig").read_text())["contexts"]] == ["fleet/spoke-1", "fleet/spoke-2"]
     if shutil.which("kubectl"):
         env = _kubectl_env(tmp_path)
         for kubeconfig_path, args in (
-            (tmp_path / "fleet.kubeconfig", ["--context", "spoke-1", "get", "namespaces", "-o", "name"]),
+            (tmp_path / "fleet.kubeconfig", ["--context", "fleet/spoke-1", "get", "namespaces", "-o", "name"]),
             (folder / "hub.kubeconfig", ["get", "clusterprofiles", "-o", "name"]),
         ):
             result = subprocess.run(

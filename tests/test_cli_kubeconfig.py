@@ -47,9 +47,9 @@ def test_kubeconfig_holds_no_env_value_or_arg_of_the_config_only_its_path(tmp_pa
     assert result.returncode == 0, result.stderr
     for secret in ("arg-s3cret", "tok-s3cret", "env-s3cret", "TEAM_KEY"):
         assert secret not in result.stdout
-    args = exec_users(result.stdout)["alpha"]["args"]
+    args = exec_users(result.stdout)["fleet-system/alpha"]["args"]
     assert args[args.index("--config") + 1] == str(config.resolve())
-    assert "env" not in exec_users(result.stdout)["alpha"]
+    assert "env" not in exec_users(result.stdout)["fleet-system/alpha"]
 
 
 def test_kubeconfig_refuses_a_flag_provider_whose_args_look_secret(tmp_path: Path, fleet: Path) -> None:
@@ -83,8 +83,8 @@ def test_kubeconfig_records_a_harmless_flag_provider_only_for_the_profiles_that_
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     users = exec_users(result.stdout)
-    assert "--clusterprofile-access-provider" not in users["alpha"]["args"]
-    beta = users["beta"]["args"]
+    assert "--clusterprofile-access-provider" not in users["fleet-system/alpha"]["args"]
+    beta = users["fleet-system/beta"]["args"]
     assert beta[beta.index("--clusterprofile-access-provider") + 1] == flag
     assert beta[beta.index("--config") + 1] == str(config.resolve())
 
@@ -106,8 +106,8 @@ def test_skip_unmatched_warns_once_per_skipped_profile_and_writes_the_others(tmp
         WARNING_LINE.format(ref="fleet-system/gamma", offered="p-none", configured="p-file"),
     ]
     doc = yaml.safe_load(out.read_text())
-    assert [c["name"] for c in doc["contexts"]] == ["alpha"]
-    assert doc["current-context"] == "alpha"
+    assert [c["name"] for c in doc["contexts"]] == ["fleet-system/alpha"]
+    assert doc["current-context"] == "fleet-system/alpha"
 
 
 def test_skip_unmatched_with_no_profile_left_is_an_error(tmp_path: Path, fleet: Path) -> None:
@@ -125,7 +125,7 @@ def test_kubeconfig_user_runs_with_the_recorded_flag_provider(tmp_path: Path, fl
     flag = fake_flag("p-flag", "--expires-in", "60")
     result = run_cli("kubeconfig", "--clusterprofile-access-provider", flag, "--profile", fleet, "--name", "beta", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    user = exec_users(result.stdout)["beta"]
+    user = exec_users(result.stdout)["fleet-system/beta"]
     assert user["command"] == sys.executable and str(FAKE_PLUGIN) in " ".join(user["args"])
     answer = run_cli(*user["args"][2:], cwd=tmp_path, env=cli_env())
     assert answer.returncode == 0, answer.stderr
@@ -142,7 +142,7 @@ def test_kubeconfig_makes_a_relative_flag_command_absolute_so_kubectl_can_run_it
     flag = f"p-flag='\"./plugins/team plugin\" --record {record} \"two words\"'"
     result = run_cli("kubeconfig", "--clusterprofile-access-provider", flag, "--profile", fleet, "--name", "beta", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    args = exec_users(result.stdout)["beta"]["args"]
+    args = exec_users(result.stdout)["fleet-system/beta"]["args"]
     recorded = args[args.index("--clusterprofile-access-provider") + 1]
     assert str(plugin) in recorded
     elsewhere = tmp_path / "elsewhere"

@@ -18,7 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
+from cpcreds.serve.inventory import profile_key
+from cpcreds.serve.kubeconfigs import MERGED_NAME, file_stem
 from tests.fakes.builders import access_provider, cluster_profile
 from tests.test_serve_process import CPCREDS, Serve
 
@@ -118,7 +122,7 @@ def test_a_profile_file_swapped_for_a_fifo_while_scanning_is_a_file_problem_not_
         stop.set()
         swapper.join(5)
     _until(lambda: not json.loads(_get(url + "/v1/clusters")[1])["problems"], "the problem cleared")
-    assert json.loads(_get(url + "/v1/clusters")[1])["counts"]["ready"] == 1
+    _until(lambda: json.loads(_get(url + "/v1/clusters")[1])["counts"]["ready"] == 1, "the profile ready again")
     _stops_promptly(process)
 
 
@@ -219,9 +223,59 @@ def test_a_kubeconfig_that_cannot_be_written_is_a_per_profile_problem_retried_an
     assert cluster["state"] == "ready"  # its credential does not wait for its kubeconfig
     assert cluster["kubeconfigError"].startswith(f"cannot write {kubeconfigs}/fleet-system.two.yaml: ")
     assert "kubeconfig not written: cannot write" in _get(url + "/")[1]
+    problems = _until(lambda: json.loads(_get(url + "/v1/clusters")[1])["problems"], "the folder's problem")
+    assert problems == {f"kubeconfig folder {kubeconfigs}": f"cannot write {kubeconfigs}: File exists"}
     assert process.process.poll() is None  # serve lives on
     kubeconfigs.unlink()  # the way is clear: the next retry makes the folder and writes the files
     _until(lambda: (kubeconfigs / "fleet-system.two.yaml").exists() and (kubeconfigs / "kubeconfig").exists(), "the files written again")
     _until(lambda: all(c["kubeconfigError"] is None for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]), "the errors cleared")
+    assert json.loads(_get(url + "/v1/clusters")[1])["problems"] == {}
     assert "fleet-system/two" in (kubeconfigs / "kubeconfig").read_text()
     _stops_promptly(process)
+
+
+# Names as a folder may hold them: Kubernetes-style ones, and anything else a file can say.
+_part = st.one_of(
+    st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+    st.text(alphabet="ab.-_/ Z\u00e9\u0000", max_size=12),
+    st.text(min_size=190, max_size=300, alphabet="ab.-"),
+)
+_keys = st.builds(lambda ns, name: profile_key({"metadata": {"namespace": ns, "name": name}}), st.one_of(st.just(""), _part), _part).filter(
+    lambda key: key is not None
+)
+
+
+@given(st.lists(_keys, min_size=2, max_size=6, unique=True))
+def test_kubeconfig_file_names_are_injective_stable_and_safe(keys: list[str]) -> None:
+    stems = [file_stem(key) for key in keys]
+    assert len(set(stems)) == len(stems)  # two profiles never share a file
+    assert stems == [file_stem(key) for key in keys]  # the same profile, the same file
+    for stem in stems:
+        assert stem.replace(".", "").replace("-", "").replace("_", "").isalnum() and stem.isascii() and stem == stem.lower()
+        assert not stem.startswith((".", "-")) and len(stem) <= 200 and stem != MERGED_NAME
+
+
+def test_a_dotted_name_without_namespace_and_a_namespaced_profile_keep_apart(start_serve: Any, tmp_path: Path) -> None:
+    def mint(name: str, namespace: str, server: str) -> dict[str, Any]:
+        profile = cluster_profile(name, access_provider("mint", server, exec_extension={"clusterName": name}), namespace=namespace)
+        if not namespace:
+            del profile["metadata"]["namespace"]
+        return profile
+
+    kubeconfigs = tmp_path / "kubeconfigs"
+    files = {"dotted.yaml": mint("a.b", "", "https://dotted.test:6443"), "namespaced.yaml": mint("b", "a", "https://namespaced.test:6443")}
+    running = start_serve([{"name": "mint", "type": "mint", "options": {"lifetime": 3600}}], files, kubeconfig_dir=str(kubeconfigs))
+    running.wait_ready()
+    running.until(lambda: (kubeconfigs / MERGED_NAME).exists(), what="the merged kubeconfig")
+
+    def server_of(key: str) -> str:
+        document = yaml.safe_load((kubeconfigs / f"{file_stem(key)}.yaml").read_text())
+        snapshot = document["users"][0]["user"]["exec"]["args"][-1]  # --profile <snapshot>: what kubectl's fetch reads
+        assert json.loads(Path(snapshot).read_text())["status"]["accessProviders"][0]["cluster"]["server"] == document["clusters"][0]["cluster"]["server"]
+        return str(document["clusters"][0]["cluster"]["server"])
+
+    assert server_of("a.b") == "https://dotted.test:6443"
+    assert server_of("a/b") == "https://namespaced.test:6443"
+    (tmp_path / "profiles" / "dotted.yaml").unlink()
+    running.until(lambda: not (kubeconfigs / f"{file_stem('a.b')}.yaml").exists(), what="the removed profile's files to go")
+    assert server_of("a/b") == "https://namespaced.test:6443"  # the other profile's files stay

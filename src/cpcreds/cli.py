@@ -517,15 +517,6 @@ def _cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _context_names(profiles: list[dict[str, Any]]) -> list[str]:
-    from .profiles import profile_ref
-
-    plain = [str((p.get("metadata") or {}).get("name") or "cluster") for p in profiles]
-    if len(set(plain)) == len(plain):
-        return plain
-    return [profile_ref(p) for p in profiles]  # the same name in two namespaces
-
-
 def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> str:
     """The ``--clusterprofile-access-provider`` value to record, unless it would put a secret in
     the kubeconfig: then a ConfigError telling the user to use a config file."""
@@ -565,7 +556,7 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     import yaml
 
     from .access import resolve
-    from .kubeconfig import KubeconfigContext, build_kubeconfig
+    from .kubeconfig import KubeconfigContext, build_kubeconfig, context_name
     from .profiles import profile_ref
 
     if args.profile == "-":
@@ -596,12 +587,12 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     if not kept:
         raise CredentialError(f"{args.profile}: no ClusterProfile matches a configured provider; nothing to write")
     contexts = []
-    for name, (profile, plan) in zip(_context_names([p for p, _ in kept]), kept):
+    for profile, plan in kept:
         exec_args = list(base)
         if plan.provider in flag_specs:  # only the provider this profile uses, and only if harmless
             exec_args += ["--clusterprofile-access-provider", _flag_spec_for_kubeconfig(flag_specs[plan.provider], config, plan.provider)]
         exec_args += ["--profile", profile_path, "--name", profile_ref(profile)]
-        contexts.append(KubeconfigContext(name=name, plan=plan, command=sys.executable, args=tuple(exec_args)))
+        contexts.append(KubeconfigContext(name=context_name(profile), plan=plan, command=sys.executable, args=tuple(exec_args)))
     text = yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False)
     if args.output:
         _write_private(args.output, text)

@@ -6,14 +6,23 @@ the ClusterProfile) and a command line; the credential is fetched when kubectl r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .access import AccessPlan, cluster_to_wire
 from .api import API_VERSION_V1
+from .profiles import profile_ref
 
-__all__ = ["KubeconfigContext", "build_kubeconfig"]
+__all__ = ["KubeconfigContext", "build_kubeconfig", "context_name"]
+
+
+def context_name(profile: Mapping[str, Any]) -> str:
+    """The name of a profile's context (and of its cluster and user) in every kubeconfig cpcreds
+    writes, ``cpcreds kubeconfig``'s and serve's alike: ``namespace/name``, or ``name`` for a
+    profile without a namespace. The profile's own identity, so a context keeps its name whatever
+    other profiles a file or a fleet holds, and ``get-credential --name`` takes it as it is."""
+    return profile_ref(profile)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ def profile_key(profile: Mapping[str, Any]) -> str | None:
     name, namespace = meta.get("name"), meta.get("namespace") or ""
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return None
-    if not (name + namespace).isprintable() or "/" in name + namespace or len(name) + len(namespace) > 506:
+    # Kubernetes' bounds (253 each): the key is also the profile's kubeconfig context name.
+    if not (name + namespace).isprintable() or "/" in name + namespace or len(name) > 253 or len(namespace) > 253:
         return None
     return f"{namespace}/{name}" if namespace else name
 

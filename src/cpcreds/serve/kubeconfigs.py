@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from ..access import AccessPlan
-from ..kubeconfig import KubeconfigContext, build_kubeconfig
+from ..kubeconfig import KubeconfigContext, build_kubeconfig, context_name
 
 __all__ = ["KubeconfigWriter", "ErrorListener", "file_stem", "MERGED_NAME"]
 
@@ -162,7 +162,7 @@ class KubeconfigWriter:
         plan, profile = wanted
         write_private(snapshot, json.dumps(profile, sort_keys=True))
         args = ("-m", "cpcreds", "get-credential", "--config", str(self.config_path), "--profile", str(snapshot))
-        context = KubeconfigContext(name=key, plan=plan, command=self.command, args=args)
+        context = KubeconfigContext(name=context_name(profile), plan=plan, command=self.command, args=args)
         write_private(single, yaml.safe_dump(build_kubeconfig([context]), sort_keys=False))
         self._contexts[key] = context
         self._dirty = True

@@ -200,10 +200,17 @@ class Service:
                 raise UnusableFolder("profiles_dir", self._profiles_dir(), problem)
         if self.settings.kubeconfig_dir is not None:
             try:
-                self.writer = KubeconfigWriter(self.settings.kubeconfig_dir, self.config.source, on_error=self.board.set_kubeconfig_error)
+                self.writer = KubeconfigWriter(self.settings.kubeconfig_dir, self.config.source, on_error=self._kubeconfig_error)
             except OSError as exc:
                 reason = "is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else f"cannot be made: {exc.strerror or type(exc).__name__}"
                 raise UnusableFolder("kubeconfig_dir", self.settings.kubeconfig_dir, reason) from None
+
+    def _kubeconfig_error(self, key: str, problem: str | None) -> None:
+        # A profile's own files: on its row; the folder or the merged file: an inventory problem.
+        if key:
+            self.board.set_kubeconfig_error(key, problem)
+        else:
+            self.board.set_problem(f"kubeconfig folder {self.settings.kubeconfig_dir}", problem or "")
 
     def _folder_state(self, problem: str | None) -> None:
         """Serve is not ready while its profiles folder cannot be listed (the profiles already
