@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Install cpcreds with its test dependencies into .venv and run the whole test suite.
+# Install cpcreds with its test dependencies and every contrib plugin into .venv, then run the
+# whole test suite. A new .venv gets the NEWEST releases pyproject.toml allows (not the lock file
+# scripts/example.sh and the image install from), so a dependency's new release breaks CI (a fresh
+# clone) before it reaches a user. An existing .venv keeps what it has. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_pip.sh
+
+step "creating .venv"
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+plugins=()
 for plugin in plugins-contrib/*/; do
-  [ -f "$plugin/pyproject.toml" ] && .venv/bin/python -m pip install -q --disable-pip-version-check -e "$plugin"
+  [ -f "$plugin/pyproject.toml" ] && plugins+=(-e "$plugin")
 done
+# One pip run for everything: one resolution instead of one per distribution.
+step "installing cpcreds, its test dependencies and ${#plugins[@]} contrib plugins (newest releases)"
+pip_install -e '.[test]' "${plugins[@]}"
 # get-credential's disk cache goes to a folder of this run, never the user's ~/.cache/cpcreds
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+step "running the tests"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+from tests.fakes.processes import children_get_ctrl_c
+
 pytest_plugins = ["tests.fakes.fixtures", "tests.serve_harness"]
 
 # `cpcreds get-credential` caches answers under $XDG_CACHE_HOME/cpcreds: the tests, and every
@@ -13,3 +15,6 @@ pytest_plugins = ["tests.fakes.fixtures", "tests.serve_harness"]
 _CACHE_HOME = tempfile.mkdtemp(prefix="cpcreds-tests-cache-")
 os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
 atexit.register(shutil.rmtree, _CACHE_HOME, True)
+
+# Tests that send Ctrl-C to a child pass when the suite itself runs in the background too.
+children_get_ctrl_c()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 
 def alive(pid: int) -> bool:
@@ -17,3 +18,18 @@ def alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def children_get_ctrl_c() -> None:
+    """Make every process the tests start take Ctrl-C (SIGINT) the default way.
+
+    A shell starts a background job (``bash scripts/test.sh &``, many CI runners) with SIGINT
+    ignored, and an ignored signal stays ignored across fork and exec: the tests' children would
+    then shrug off the Ctrl-C the tests send them (Python does not even install its
+    KeyboardInterrupt handler when it starts with SIGINT ignored). A signal with a *handler*
+    is reset to its default on exec instead, so installing Python's own handler here, in the test
+    process, gives every child (``cpcreds serve``, the CLI, plugins, ``python -c``) the default,
+    however it is started. Called once, from tests/conftest.py; it changes nothing when the suite
+    runs in the foreground, where Python has installed that handler already."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
