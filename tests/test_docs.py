@@ -64,6 +64,10 @@ VOLATILE = [
     (re.compile(r"\b\d+\.\d+ ?(?:ms|s)\b|\b\d+ ?ms\b"), "<duration>"),
     (re.compile(r"\b(demo\.[\w-]+\.[\w-]+)\.[A-Za-z0-9_-]{32}"), r"\1.<random>"),
     (re.compile(r"\bpid \d+"), "pid <pid>"),
+    # ``ls -l``'s links, owner, group, size and time; a disk-cache file's name (from the key).
+    (re.compile(r"^([-dl][rwxst-]{9}) +\d+ +\S+ +\S+ +\d+ +\w{3} +\d+ +[\d:]+ ", re.M), r"\1 <ls -l> "),
+    (re.compile(r"\b[0-9a-f]{16}-<sha256>\.cred\b"), "<key>.cred"),
+    (re.compile(r"^total \d+$", re.M), "total <blocks>"),
     # An HMAC or digest cut to 32 hex digits (writing-an-exec-plugin.md's team tokens).
     (re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])"), "<hex32>"),
 ]
@@ -251,6 +255,7 @@ class Plugins:
     def env(self, names: set[str], page: Page) -> dict[str, str]:
         """The environment that shows the plugin packages ``names`` to cpcreds."""
         paths = [str(path) for name in sorted(names) for path in self.paths[name]]
+        paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         return {"PYTHONPATH": os.pathsep.join(paths), "PATH": f"{page.env['PATH']}{os.pathsep}{self.bin}"}
 
 
