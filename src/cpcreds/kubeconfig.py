@@ -16,6 +16,9 @@ from .profiles import profile_ref
 
 __all__ = ["KubeconfigContext", "build_kubeconfig", "context_name"]
 
+# What kubectl prints when the kubeconfig's cpcreds command is missing.
+INSTALL_HINT = "install cpcreds from a clone: pip install . (docs/install.md)"
+
 
 def context_name(profile: Mapping[str, Any]) -> str:
     """The name of a profile's context (and of its cluster and user) in every kubeconfig cpcreds
@@ -63,7 +66,8 @@ def build_kubeconfig(contexts: Sequence[KubeconfigContext], *, current: str | No
                         "args": list(ctx.args),
                         "interactiveMode": "Never",
                         "provideClusterInfo": False,
-                        "installHint": "cpcreds is installed with: pip install cpcreds",
+                        # cpcreds is not on PyPI: it installs from a clone (docs/install.md).
+                        "installHint": INSTALL_HINT,
                     }
                 },
             }
