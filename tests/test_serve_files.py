@@ -279,3 +279,13 @@ def test_a_dotted_name_without_namespace_and_a_namespaced_profile_keep_apart(sta
     (tmp_path / "profiles" / "dotted.yaml").unlink()
     running.until(lambda: not (kubeconfigs / f"{file_stem('a.b')}.yaml").exists(), what="the removed profile's files to go")
     assert server_of("a/b") == "https://namespaced.test:6443"  # the other profile's files stay
+
+
+def test_a_hub_kubeconfig_that_is_a_fifo_is_an_inventory_problem_not_a_hang(serve: Any, tmp_path: Path) -> None:
+    config, _ = _setup(tmp_path)
+    fifo = tmp_path / "hub.kubeconfig"
+    os.mkfifo(fifo)
+    process = serve("--config", str(config), "--hub-kubeconfig", str(fifo))
+    url = process.url
+    _until(lambda: "is not a regular file" in json.dumps(json.loads(_get(url + "/v1/clusters")[1])["problems"]), "the hub kubeconfig's problem")
+    _stops_promptly(process)

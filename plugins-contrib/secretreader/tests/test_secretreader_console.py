@@ -241,3 +241,15 @@ def test_kubectl_runs_the_console_script_and_reaches_the_spoke(hub: HubServer, k
     assert result.returncode == 0, result.stderr
     assert "namespace/default" in result.stdout.split()
     assert {r.token for r in spoke.requests} == {"spoke-token"}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_hub_kubeconfig_that_is_a_fifo_is_refused_at_once_naming_its_path(tmp_path: Path) -> None:
+    # KUBECONFIG-style list: a regular file, so the kubernetes loader runs, and a FIFO nobody
+    # writes, which its blocking open() would wait on for ever.
+    regular, fifo = tmp_path / "hub.yaml", tmp_path / "hub-kubeconfig.yaml"
+    regular.write_text("apiVersion: v1\nkind: Config\n")
+    os.mkfifo(fifo)
+    result = run(SECRETREADER, f"--kubeconfig={regular}{os.pathsep}{fifo}", KUBERNETES_EXEC_INFO=exec_info({"clusterName": "spoke-1"}))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert f"{fifo}: is not a regular file" in result.stderr

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._parse import DocumentError, load_document
+from .._parse import DocumentError, load_document, read_bounded
 from ..access import AccessPlan, ExecSpec
 from ..api import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
@@ -74,9 +74,8 @@ class HubConnector:
     @staticmethod
     def _read(path: Path) -> dict[str, Any]:
         try:
-            with open(path, "rb") as stream:
-                data = stream.read(4 * 1024 * 1024 + 1)
-            document = load_document(data, source=str(path))
+            # Without blocking, regular files only: a FIFO at the path is an error, not a hang.
+            document = load_document(read_bounded(path, 4 * 1024 * 1024), source=str(path))
         except OSError as exc:
             raise HubAuthError(f"cannot read the hub kubeconfig {path}: {exc.strerror or type(exc).__name__}") from None
         except DocumentError as exc:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cpcreds._parse import read_bounded
+from cpcreds._parse import DocumentError, open_regular, read_bounded
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
@@ -354,6 +354,10 @@ def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
             f"no hub kubeconfig: {source.kubeconfig} does not exist and this is not a pod with a service account "
             "(set the kubeconfig option, or KUBECONFIG)"
         )
+    for path in paths:
+        # The kubernetes loader opens with a blocking open(): refuse a FIFO or a device first.
+        if os.path.lexists(path):
+            os.close(open_regular(path))
     kube_config.load_kube_config(
         config_file=source.kubeconfig, context=source.context, client_configuration=configuration, persist_config=False
     )
@@ -366,6 +370,8 @@ def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
 def _loader_reason(exc: BaseException) -> str:
     from kubernetes.config.config_exception import ConfigException
 
+    if isinstance(exc, DocumentError):  # cpcreds' own words: a path and what is wrong with the file
+        return str(exc)
     # A YAML error quotes the offending line, which may hold the token: say only that it is broken.
     if isinstance(exc, ConfigException):
         text = " ".join(str(exc).split())
