@@ -53,11 +53,6 @@ def test_base_modules_import_nothing_heavy(module: str) -> None:
     assert heavy(loaded_after(f"import {module}")) == []
 
 
-@pytest.mark.xfail(
-    reason="the provider config's types (ProviderEntry, ExecConfig, PluginPolicy) are still pydantic models: "
-    "loading a config, and the plugin policy the exec provider holds, import pydantic (issue 19, next step)",
-    strict=True,
-)
 def test_an_engine_answering_a_dict_profile_loads_nothing_heavy(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin.sh"
     plugin.write_text("#!/bin/sh\nprintf '%s' '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n")
@@ -77,7 +72,6 @@ def test_an_engine_answering_a_dict_profile_loads_nothing_heavy(tmp_path: Path) 
     assert heavy(loaded_after(code)) == []
 
 
-@pytest.mark.xfail(reason="as above, and Settings (pydantic-settings) is read by the CLI on every command (issue 19, next step)", strict=True)
 def test_a_get_credential_miss_loads_nothing_heavy() -> None:
     code = textwrap.dedent(
         f"""
@@ -119,11 +113,6 @@ def test_the_cluster_model_reads_into_the_plain_cluster_with_the_same_fields() -
 
 
 # -- no import cycle -------------------------------------------------------------------------------
-
-#: Known and being removed: the engine builds kube's adapters (engine.api_client, ...) and kube
-#: calls the engine; the engine split (engine.bind) takes this edge away.
-KNOWN_CYCLE_EDGE = ("cpcreds.engine", "cpcreds.kube")
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -209,12 +198,8 @@ def _cycles(graph: dict[str, set[str]], skip: tuple[str, str] | None = None) -> 
     return parts
 
 
-def test_no_import_cycle_but_the_known_engine_kube_edge() -> None:
-    assert _cycles(_graph(), skip=KNOWN_CYCLE_EDGE) == []
-
-
-@pytest.mark.xfail(reason="engine imports kube lazily and kube imports engine; the engine split removes the edge", strict=True)
 def test_no_import_cycle_at_all() -> None:
+    # The adapters (kube) reach the engine through engine.bind() and import only cpcreds.binding.
     assert _cycles(_graph()) == []
 
 

@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     )
     from .config import ProviderConfig, ProviderEntry, Settings, load_config, parse_access_provider_flag
     from .credential import Credential
+    from .binding import Binding
     from .engine import CredentialEngine
+    from .failover import Answer
     from .errors import (
         AllProvidersFailed,
         ConfigError,
@@ -76,6 +78,8 @@ _EXPORTS = {
     "config": ("ProviderConfig", "ProviderEntry", "Settings", "load_config", "parse_access_provider_flag"),
     "credential": ("Credential",),
     "engine": ("CredentialEngine",),
+    "binding": ("Binding",),
+    "failover": ("Answer",),
     "errors": (
         "AllProvidersFailed",
         "ConfigError",
@@ -107,6 +111,8 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 __all__ = [
     "__version__",
     "CredentialEngine",
+    "Binding",
+    "Answer",
     "RefreshPolicy",
     "BackoffPolicy",
     "remove_certificate_files",

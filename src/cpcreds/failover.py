@@ -1,9 +1,10 @@
-"""Failover bookkeeping: which providers a profile may fall back on, and which one answered last.
+"""Failover: which providers a profile may fall back on, which one answered last, and the walk.
 
-The engine drives failover (it owns the cache, the flights and the backoff, all per plan); this
-module holds what is per *profile*: a :class:`Route` (the profile's preferred plan, the chain of
-candidates built from it on its first failure, the index of the candidate whose credential the
-profile was last handed) and the words and labels a failover is counted and logged with.
+The cache, the flights and the backoff are per plan (:mod:`cpcreds.entries`); this module holds
+what is per *profile*: a :class:`Route` (the profile's preferred plan, the chain of candidates
+built from it on its first failure, the index of the candidate whose credential the profile was
+last handed), the words and labels a failover is counted and logged with, and
+:class:`FailoverWalk`, which walks a route's candidates for an answer.
 
 Why a route remembers the provider that answered: a profile that failed over must not run its
 failing provider on every call. Its next calls take the answering provider's cached credential,
@@ -14,17 +15,28 @@ the profile goes back to it as soon as it answers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+import sys
+import threading
+import time
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .access import AccessPlan, Candidate, resolve_chain
-from .api import ClusterProfile
-from .config import ProviderConfig
 from .credential import Credential
-from .errors import CredentialError, PluginNotAllowed, ProfileError, ProviderError, result_label
+from .entries import CredentialStore, fresh_copy
+from .errors import AllProvidersFailed, CredentialError, EngineClosed, PluginNotAllowed, ProfileError, ProviderError, result_label
+from .flight import Flight
+from .logs import get_logger, redact_text
 from .profiles import profile_ref
 
-__all__ = ["Answer", "Route", "FAILOVER_REASONS", "failover_reason", "moves_on", "profile_label"]
+if TYPE_CHECKING:
+    from .api import ClusterProfile
+    from .config import ProviderConfig
+    from .metrics import Metrics
+
+__all__ = ["Answer", "Route", "FailoverWalk", "Step", "FAILOVER_REASONS", "failover_reason", "moves_on", "profile_label"]
+
+_log = get_logger("cpcreds.engine")
 
 #: The values of the ``reason`` label of ``cpcreds_failover_total``: the class of the failure of
 #: the provider failed over from (never error text).
@@ -43,7 +55,7 @@ FAILOVER_REASONS = (
 class Answer(NamedTuple):
     """A credential and the plan whose provider answered it: with failover, not always the
     profile's preferred plan. After a 401, ``engine.invalidate(answer.plan, answer.credential)``
-    drops exactly that credential."""
+    drops exactly that credential (as does ``binding.invalidate(answer.credential)``)."""
 
     credential: Credential
     plan: AccessPlan
@@ -64,7 +76,8 @@ def moves_on(error: BaseException) -> bool:
 
 def profile_label(profile: ClusterProfile | Mapping[str, Any]) -> str:
     """``namespace/name`` of a profile model or dict, for messages."""
-    if isinstance(profile, ClusterProfile):
+    api = sys.modules.get("cpcreds.api")  # a model exists only if its module was imported
+    if api is not None and isinstance(profile, api.ClusterProfile):
         return profile.ref
     return profile_ref(profile)
 
@@ -104,3 +117,141 @@ class Route:
                 chain = (Candidate(self.primary.provider, self.primary),)
             self._chain = chain
         return chain
+
+
+#: What a walk (or any answer flow) asks its driver for: ``(plan, flight, deadline)``: lead the
+#: fetch of ``flight`` when ``deadline`` is set (else another caller leads it), wait until it ends,
+#: then resume the walk.
+Step = tuple[AccessPlan, Flight, "float | None"]
+
+
+class FailoverWalk:
+    """Answers for failover profiles, over one engine's credential store."""
+
+    def __init__(self, config: ProviderConfig, store: CredentialStore, metrics: Metrics) -> None:
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self._lock = threading.Lock()  # orders the writes of Route.current (and their counting)
+
+    def hit(self, route: Route) -> Answer | None:
+        """Without a lock: the preferred plan's cache hit; or, for a profile that failed over,
+        the answering plan's hit while every plan before it is unavailable (in backoff, or
+        being fetched). Anything else (one of them may answer again) is :meth:`walk`'s."""
+        store = self.store
+        primary = route.primary
+        credential = store.hit(primary)
+        if credential is not None:
+            if route.current:
+                self._moved(route, 0, [])
+            return Answer(credential, primary)
+        current = route.current
+        chain = route.built
+        if not current or chain is None:
+            return None
+        mono = time.monotonic()
+        if mono >= route.until:  # not every provider before the answering one is known to back off
+            now = store.clock()
+            for candidate in chain[:current]:
+                if candidate.plan is not None and not store.unavailable(candidate.plan, now, mono):
+                    return None
+        plan = chain[current].plan
+        assert plan is not None
+        credential = store.hit(plan)
+        return None if credential is None else Answer(credential, plan)
+
+    def walk(self, route: Route) -> Generator[Step, None, Answer]:
+        """The failover walk: yields a :data:`Step` whenever its driver must lead or wait for a
+        fetch, and returns the :class:`Answer`.
+
+        Candidates are tried in order. A cached credential answers. A plan in backoff is skipped
+        at once with its last error. A plan without a credential is fetched and waited for,
+        unless a later candidate holds a valid credential: then its fetch runs in the
+        background, and the profile goes back to it once it answers. A failure moves on when the
+        provider fails over (the chain ends at the first that does not) and is not a refusal.
+        When several providers were tried and each failed: :class:`~cpcreds.AllProvidersFailed`."""
+        attempts: list[tuple[str, CredentialError]] = []
+        chain = route.built
+        index = 0
+        while True:
+            if index == 0:
+                plan: AccessPlan | None = route.primary
+                provider = route.primary.provider
+            else:
+                if chain is None:  # the first failure of the preferred provider: build the rest
+                    chain = route.chain(self.config)
+                if index >= len(chain):
+                    break
+                candidate = chain[index]
+                plan, provider = candidate.plan, candidate.provider
+                if plan is None:
+                    assert candidate.error is not None
+                    attempts.append((provider, candidate.error))
+                    index += 1
+                    continue
+            assert plan is not None
+            try:
+                credential, flight, deadline = self.store.claim(plan, wait=not self._ready_after(chain, index))
+            except EngineClosed:
+                raise
+            except CredentialError as exc:  # backing off: its last error, at once
+                error = exc
+            else:
+                if credential is None and flight is not None:
+                    yield plan, flight, deadline
+                    if flight.abandoned:
+                        continue  # nobody's failure: claim again
+                    credential = flight.credential
+                    if credential is None:
+                        assert flight.error is not None
+                        error = fresh_copy(flight.error)
+                if credential is not None:
+                    self._moved(route, index, attempts)
+                    if index:
+                        assert chain is not None
+                        route.until = self.store.backing_off_until(chain[:index])
+                    return Answer(credential, plan)
+                if flight is None:  # fetched in the background; a later provider answers meanwhile
+                    error = self.store.last_error(plan)
+            if not moves_on(error):
+                raise error
+            attempts.append((provider, error))
+            if index == 0 and not self.config.fails_over(provider):
+                break
+            index += 1
+        if len(attempts) == 1:
+            raise attempts[0][1]
+        raise AllProvidersFailed(route.ref, tuple(attempts))
+
+    def _ready_after(self, chain: tuple[Candidate, ...] | None, index: int) -> bool:
+        """Whether a candidate after ``index`` holds a valid credential (then nobody waits for
+        the ones before it: they are fetched in the background)."""
+        if chain is None:
+            return False
+        now = self.store.clock()
+        return any(candidate.plan is not None and self.store.valid(candidate.plan, now) for candidate in chain[index + 1 :])
+
+    def _moved(self, route: Route, index: int, attempts: list[tuple[str, CredentialError]]) -> None:
+        """Record that ``route``'s profile was answered by candidate ``index``; count and log
+        each failover (once per move down the chain, whichever caller made it)."""
+        if route.current == index:
+            return
+        with self._lock:
+            previous, route.current = route.current, index
+        chain = route.built
+        if index > previous and chain is not None:
+            for at in range(previous, index):
+                source, target = chain[at].provider, chain[at + 1].provider
+                error = attempts[at][1] if at < len(attempts) else None
+                reason = failover_reason(error) if error is not None else "provider_error"
+                self.metrics.failovers.labels(source, target, reason).inc()
+                _log.warning(
+                    "failing over to the next provider",
+                    profile=route.ref,
+                    from_provider=source,
+                    to_provider=target,
+                    reason=reason,
+                    error=redact_text(str(error)) if error is not None else None,
+                )
+        elif index < previous and chain is not None:
+            _log.info("a preferred provider answers again", profile=route.ref, provider=chain[index].provider, instead_of=chain[previous].provider)

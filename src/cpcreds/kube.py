@@ -15,16 +15,19 @@ Each adapter ties one ClusterProfile's plan to client ``Configuration`` objects:
   rotation the REST client (its connection pool, and for ``kubernetes.aio`` its SSL context and
   session) is rebuilt so new connections present the new certificate;
 - ``api_client()`` retries a request once after a 401, with a credential fetched after
-  :meth:`CredentialEngine.invalidate` — never with no credential: a failing provider raises a
+  :meth:`Binding.invalidate <cpcreds.binding.Binding.invalidate>` — never with no credential: a failing provider raises a
   :class:`~cpcreds.CredentialError` and no request is sent. The sync and the aio client follow one
   request policy (:func:`_request_flow`); each only drives it with its own I/O.
 - with failover (``failover: true``), the credential comes from whichever provider answers
-  (:meth:`CredentialEngine.get_answer`); a 401 invalidates exactly the credential that was sent,
+  (:meth:`Binding.answer <cpcreds.binding.Binding.answer>`); a 401 invalidates exactly the credential that was sent,
   in the plan that answered it. Providers of one profile may name different endpoints (a gateway
   and the cluster itself): the configuration follows the answering provider's server, CA,
   tls-server-name and proxy, and ``api_client()`` renews its connections when they change.
 
-The private directories are removed on ``close()``, when the binding is garbage-collected, and at
+The adapters reach the engine only through ``engine.bind(profile)`` (a
+:class:`~cpcreds.binding.Binding`), and this module never imports the engine: imports flow one way.
+The private directories are removed on ``close()`` (the client's, or the engine's: each client
+binding registers with :meth:`Binding.on_close <cpcreds.binding.Binding.on_close>`), when the binding is garbage-collected, and at
 interpreter exit, only ever by the process that created them (a forked child's exit leaves its
 parent's files alone). Python's default SIGTERM action skips exit handlers: a service calls
 :func:`remove_certificate_files` from its signal handler (or raises ``SystemExit`` there).
@@ -43,15 +46,13 @@ import weakref
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .access import AccessPlan
-from .api import ExecCluster
+from .binding import Binder, Binding
 from .credential import Credential
-
 from .failover import Answer
+from .plan import AccessPlan
 
 if TYPE_CHECKING:
-    from .engine import CredentialEngine
-    from .failover import Route
+    from .kep import ExecCluster
 
 __all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "CredentialBinding", "remove_certificate_files"]
 
@@ -137,11 +138,11 @@ class CredentialBinding:
     Shared, not copied, by ``copy.deepcopy`` of a configuration: a copy refreshes through the
     same binding and reads the same certificate file."""
 
-    def __init__(self, engine: CredentialEngine, profile: Any) -> None:
-        self.engine = engine
+    def __init__(self, binding: Binding) -> None:
+        #: The profile's handle on the engine.
+        self.binding = binding
         #: The profile's preferred plan; with failover, :attr:`answered` may be another one.
-        self.plan: AccessPlan = engine.resolve(profile)
-        self._route: Route | None = engine._route_of(profile) if engine.fails_over(self.plan) else None
+        self.plan: AccessPlan = binding.plan
         #: The plan whose credential was applied last.
         self.answered: AccessPlan = self.plan
         self.current: Credential | None = None
@@ -152,7 +153,7 @@ class CredentialBinding:
         self._dir: str | None = None
         self._lock = threading.Lock()
         self._finalizer: weakref.finalize | None = None
-        engine._register_adapter(self)
+        self._unregister = binding.on_close(self)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CredentialBinding:
         return self
@@ -214,23 +215,17 @@ class CredentialBinding:
 
     def ensure(self, conf: Any) -> Answer:
         """The current credential (the engine's cache hit) and its plan, applied to ``conf``."""
-        if self._route is None:
-            answer = Answer(self.engine.get_credential_for_plan(self.plan), self.plan)
-        else:
-            answer = self.engine._answer(self._route)
+        answer = self.binding.answer()
         self.apply(conf, answer)
         return answer
 
     async def aensure(self, conf: Any) -> Answer:
-        if self._route is None:
-            answer = Answer(await self.engine.aget_credential_for_plan(self.plan), self.plan)
-        else:
-            answer = await self.engine._aanswer(self._route)
+        answer = await self.binding.aanswer()
         self.apply(conf, answer)
         return answer
 
     def close(self) -> None:
-        self.engine._unregister_adapter(self)
+        self._unregister()
         if self._finalizer is not None:
             self._finalizer()
 
@@ -284,24 +279,25 @@ def _async_hook(binding: CredentialBinding) -> Any:
     return refresh_api_key_hook
 
 
-def build_config(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
-    """A ``kubernetes.client.Configuration`` for the profile that stays fresh (see module doc)."""
+def build_config(engine: Binder, profile: ClusterProfileLike) -> Any:
+    """A ``kubernetes.client.Configuration`` for the profile that stays fresh (see module doc).
+    ``engine`` is a :class:`~cpcreds.CredentialEngine` (anything with ``bind(profile)``)."""
     from kubernetes import client
 
     conf = client.Configuration()
-    binding = CredentialBinding(engine, profile)
+    binding = CredentialBinding(engine.bind(profile))
     _configure(conf, binding)
     binding.ensure(conf)  # fail now, and seed api_key so the client calls the hook on every request
     conf.refresh_api_key_hook = _sync_hook(binding)
     return conf
 
 
-async def abuild_config(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
+async def abuild_config(engine: Binder, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.aio.client.Configuration`` for the profile that stays fresh."""
     from kubernetes.aio import client
 
     conf = client.Configuration()
-    binding = CredentialBinding(engine, profile)
+    binding = CredentialBinding(engine.bind(profile))
     _configure(conf, binding)
     await binding.aensure(conf)
     conf.refresh_api_key_hook = _async_hook(binding)
@@ -334,7 +330,7 @@ def _request_flow(header_params: Mapping[str, Any] | None) -> Generator[tuple[st
     return (yield SEND, _with_auth(header_params, fresh.credential))
 
 
-def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
+def api_client(engine: Binder, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.client.ApiClient`` for the profile: fresh credentials, 401 -> refresh and
     retry once, connection pool renewed when the client certificate rotates."""
     from kubernetes import client
@@ -350,7 +346,7 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
         def _credential(self, rejected: Answer | None) -> Answer:
             binding = self._binding
             if rejected is not None:
-                binding.engine.invalidate(rejected.plan, rejected.credential)
+                binding.binding.invalidate(rejected.credential)
             answer = binding.ensure(self.configuration)
             # A new REST client, not just pool_manager.clear(): the PoolManager captured cert_file
             # (None if the first credential was a token-only one), the CA and the proxy when it
@@ -388,7 +384,7 @@ def api_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
     return CredentialedApiClient(conf, conf.cpcreds_binding)
 
 
-async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> Any:
+async def aapi_client(engine: Binder, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.aio.client.ApiClient``: as :func:`api_client`, for asyncio."""
     from kubernetes.aio import client
     from kubernetes.aio.client import rest
@@ -402,7 +398,7 @@ async def aapi_client(engine: CredentialEngine, profile: ClusterProfileLike) -> 
         async def _credential(self, rejected: Answer | None) -> Answer:
             binding = self._binding
             if rejected is not None:
-                binding.engine.invalidate(rejected.plan, rejected.credential)
+                binding.binding.invalidate(rejected.credential)
             answer = await binding.aensure(self.configuration)
             # kubernetes.aio loads the certificate (and the CA) into its SSL context once, when the
             # REST client is built; a new one needs a new REST client (context, session, retry client).

@@ -40,13 +40,17 @@ from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
+    NO_ERROR,
+    CredentialError,
     InteractiveModeError,
+    PluginError,
     PluginExecutionError,
     PluginNotAllowed,
     PluginNotFound,
     PluginOutputError,
     PluginTimeout,
     ProviderError,
+    ProviderTimeout,
 )
 from ..hookspecs import hookimpl
 from ..kep import EXEC_INFO_ENV
@@ -211,6 +215,9 @@ class ExecProvider:
     seccomp sandboxes)."""
 
     kind = "exec"
+    #: The engine hands ``get_credential`` its fetch deadline and calls it in the fetching
+    #: thread: the run is bounded by it (the plugin's process group is killed), not abandoned.
+    accepts_deadline = True
 
     def __init__(
         self, *, max_stdout_bytes: int = MAX_STDOUT_BYTES, use_pidfd: bool = True, gate: PluginGate | None = None
@@ -243,6 +250,22 @@ class ExecProvider:
         env[_EXEC_INFO_ENV_BYTES] = exec_info(spec, plan, interactive=interactive).encode()
         result = self.run(plan, env, interactive=interactive, deadline=deadline)
         return self.decode(plan, result)
+
+    @staticmethod
+    def call_outcome(plan: AccessPlan, error: CredentialError | None) -> tuple[int, str] | None:
+        """KEP-541's ``rest_client_exec_plugin_call_total`` labels ``(code, call_status)`` for one
+        call of this provider that ended with ``error`` (None: success), or None for a call in
+        which no plugin ran. client-go's labels: the exit code when the plugin exited non-zero,
+        -1 when it was killed, 1 for everything else that failed; 0 only for a success."""
+        if plan.exec is None or isinstance(error, InteractiveModeError):
+            return None  # not an exec plan, or a plugin that was never run
+        if error is None:
+            return 0, NO_ERROR
+        if isinstance(error, PluginError):
+            return (error.exit_code if error.exit_code not in (None, 0) else 1), error.call_status
+        if isinstance(error, ProviderTimeout):
+            return None  # it waited for a fetch slot and never ran
+        return 1, CLIENT_INTERNAL_ERROR
 
     def close(self) -> None:
         """Kill the process groups of every plugin this provider is running, and run no more."""

@@ -17,9 +17,9 @@ from typing import Any
 
 
 from ..access import AccessPlan
+from ..binding import Binding
 from ..credential import Credential
 from ..engine import CredentialEngine
-from ..failover import Answer, Route
 from ..errors import CredentialError, NoMatchingProvider
 from ..logs import get_logger
 from ..policies import BackoffPolicy
@@ -40,13 +40,13 @@ Listener = Callable[[str, "AccessPlan | None", Mapping[str, Any] | None], None]
 
 
 class _Tracked:
-    __slots__ = ("profile", "plan", "route", "status", "task", "credential", "answered", "first_done")
+    __slots__ = ("profile", "plan", "binding", "status", "task", "credential", "answered", "first_done")
 
     def __init__(self, profile: dict[str, Any], status: ClusterStatus) -> None:
         self.profile = profile
         self.plan: AccessPlan | None = None
-        #: Failover state, kept for the profile's life (set when its provider fails over).
-        self.route: Route | None = None
+        #: The profile's handle on the engine (its failover state included), kept for its life.
+        self.binding: Binding | None = None
         #: The plan whose credential is held (the preferred one, or the one failed over to).
         self.answered: AccessPlan | None = None
         self.status = status
@@ -134,15 +134,14 @@ class Keeper:
         self._tracked[key] = tracked
         self._waiting_first += 1
         try:
-            tracked.plan = self.engine.resolve(profile)
+            tracked.binding = self.engine.bind(profile)
         except NoMatchingProvider as exc:
             self._unusable(tracked, "unmatched", str(exc))
             return
         except CredentialError as exc:
             self._unusable(tracked, "invalid", str(exc))
             return
-        if self.engine.fails_over(tracked.plan):
-            tracked.route = self.engine._route_of(profile)
+        tracked.plan = tracked.binding.plan
         status.provider = tracked.plan.provider
         status.server = tracked.plan.cluster.server
         self.board.put(status)
@@ -201,16 +200,14 @@ class Keeper:
     # -- one profile -------------------------------------------------------------------------
 
     async def _keep(self, key: str, tracked: _Tracked) -> None:
-        plan, status = tracked.plan, tracked.status
-        assert plan is not None
+        binding, status = tracked.binding, tracked.status
+        assert binding is not None
+        plan = binding.plan
         next_probe = 0.0
         while True:
             async with self._slots:
                 try:
-                    if tracked.route is None:
-                        answer = Answer(await self.engine.aget_credential_for_plan(plan), plan)
-                    else:
-                        answer = await self.engine._aanswer(tracked.route)
+                    answer = await binding.aanswer()
                 except CredentialError as exc:
                     answer, error = None, exc
             now = self.clock()
