@@ -1,5 +1,5 @@
-"""The files ``cpcreds serve`` reads and writes, through the real command: paths from outside are
-opened without blocking (a FIFO is refused, never waited on), the profiles folder and the
+"""The files ``cpcreds serve`` (and the CLI) reads and writes, through the real commands: paths
+from outside are opened without blocking (a FIFO is refused, never waited on), the profiles folder and the
 kubeconfig folder are checked at start and watched after, a kubeconfig that cannot be written is
 a per-profile problem, and kubeconfig file names never collide."""
 
@@ -289,3 +289,16 @@ def test_a_hub_kubeconfig_that_is_a_fifo_is_an_inventory_problem_not_a_hang(serv
     url = process.url
     _until(lambda: "is not a regular file" in json.dumps(json.loads(_get(url + "/v1/clusters")[1])["problems"]), "the hub kubeconfig's problem")
     _stops_promptly(process)
+
+
+def test_cpcreds_kubeconfig_output_to_a_fifo_without_reader_fails_at_once(tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    fifo = tmp_path / "out.kubeconfig"
+    os.mkfifo(fifo)
+    result = subprocess.run(
+        [str(CPCREDS), "kubeconfig", "--config", str(config), "--profile", str(profiles / "p0.yaml"), "-o", str(fifo)],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")},
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cpcreds: error: {fifo}: cannot write: ") and len(result.stderr.splitlines()) == 1

@@ -544,7 +544,8 @@ def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> s
 
 def _write_private(path: str, text: str) -> None:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # O_NONBLOCK: a FIFO at the path with no reader fails at once (ENXIO) instead of blocking.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0), 0o600)
         os.fchmod(fd, 0o600)  # the mode of os.open applies only to a file it creates
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
