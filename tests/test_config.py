@@ -310,3 +310,147 @@ def test_describe_validation_error_names_the_limit_never_the_value() -> None:
         with pytest.raises(ValidationError) as info:
             Options.model_validate(given)
         assert describe_validation_error(info.value)[0] == expected
+
+
+# -- the plain reader and the models agree (issue 19) ----------------------------------------------
+# A well-formed file is read without pydantic; anything else goes to the pydantic models, which
+# word what is wrong. Whatever the plain reader takes, the models must take to the same values.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cpcreds import config as config_module  # noqa: E402
+
+_odd_text = st.sampled_from(["", "x", "a b", "a=b", "\x00", "\ud800", "é", "api_version"])
+_text_or_odd = st.one_of(st.text(max_size=6), _odd_text, st.integers(-1, 1), st.none(), st.booleans(), st.just([]))
+
+
+def _optional_keys(fields: dict[str, st.SearchStrategy]) -> st.SearchStrategy:
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+_env_var = st.one_of(_optional_keys({"name": _text_or_odd, "value": _text_or_odd, "other": st.just(1)}), _text_or_odd)
+_exec_config = _optional_keys(
+    {
+        "apiVersion": st.one_of(st.sampled_from(["client.authentication.k8s.io/v1", "v9"]), _text_or_odd),
+        "command": _text_or_odd,
+        "args": st.one_of(st.lists(_text_or_odd, max_size=3), st.tuples(_text_or_odd), _text_or_odd),
+        "env": st.one_of(st.lists(_env_var, max_size=2), _text_or_odd),
+        "installHint": _text_or_odd,
+        "provideClusterInfo": st.one_of(st.booleans(), st.sampled_from(["yes", "true", 1, 0, None])),
+        "interactiveMode": st.one_of(st.sampled_from(["Never", "IfAvailable", "Always", "", "never", None]), _text_or_odd),
+        "stdinUnavailable": st.one_of(st.booleans(), st.sampled_from(["no", 1])),
+        "InteractiveMode": st.sampled_from(["Always", "", None, 3]),
+        "Config": st.sampled_from([None, {}]),
+        "StdinUnavailable": st.sampled_from([True, False, 0, "x"]),
+        "StdinUnavailableMessage": _text_or_odd,
+        "provide_cluster_info": st.booleans(),
+        "unknown": st.just(1),
+    }
+)
+_policy_value = st.one_of(st.sampled_from(["Ignore", "Append", "AppendIfNotExists", "Replace", "", None, "ignore"]), _text_or_odd)
+_entry = _optional_keys(
+    {
+        "name": _text_or_odd,
+        "execConfig": st.one_of(_exec_config, _text_or_odd),
+        "profileSourcedCLIArgsPolicy": _policy_value,
+        "profileSourcedEnvVarsPolicy": _policy_value,
+        "timeout": st.one_of(st.sampled_from(["30s", "0s", "25h", "1m30s", "1.5h", "x", 30, 1.5, True]), _text_or_odd),
+        "type": _text_or_odd,
+        "options": st.one_of(st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2), _odd_text), st.integers(), max_size=2), _text_or_odd),
+        "failover": st.one_of(st.booleans(), st.sampled_from(["true", 1, None])),
+        "exec_config": st.none(),
+        "typo": st.just(1),
+    }
+)
+_word = st.text(st.characters(codec="utf-8", exclude_characters="\x00="), min_size=1, max_size=6)
+_good_exec_config = _optional_keys(
+    {
+        "apiVersion": st.sampled_from(["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]),
+        "command": _word,
+        "args": st.lists(_word, max_size=3),
+        "env": st.lists(st.fixed_dictionaries({"name": _word, "value": _word}), max_size=2),
+        "installHint": _word,
+        "provideClusterInfo": st.booleans(),
+        "interactiveMode": st.sampled_from(["Never", "IfAvailable", "Always"]),
+        "stdinUnavailable": st.booleans(),
+    }
+)
+_good_entry = st.fixed_dictionaries(
+    {"name": _word},
+    optional={
+        "execConfig": _good_exec_config,
+        "profileSourcedCLIArgsPolicy": st.sampled_from(["Ignore", "Append", ""]),
+        "profileSourcedEnvVarsPolicy": st.sampled_from(["Ignore", "AppendIfNotExists", "Replace"]),
+        "timeout": st.sampled_from(["30s", "1m30s", "1.5h", "500ms"]),
+        "type": _word,
+        "options": st.dictionaries(_word, st.integers(), max_size=2),
+        "failover": st.booleans(),
+    },
+)
+
+
+@st.composite
+def _entries(draw: st.DrawFn) -> dict:
+    """Well-formed entries, some with one field made odd, and odd ones throughout."""
+    entry = draw(st.one_of(_good_entry, _good_entry, _entry))
+    if draw(st.booleans()):
+        odd = draw(_entry)
+        entry.update(dict(list(odd.items())[:1]))
+    return entry
+
+
+_sha = st.sampled_from(["a" * 64, "A" * 64, "a" * 64 + "\n", "g" * 64, "", None, 5])
+_allowlist_entry = st.one_of(_optional_keys({"command": _text_or_odd, "sha256": _sha, "name": _text_or_odd, "other": st.just(1)}), _text_or_odd)
+_policy = _optional_keys(
+    {
+        "policyType": st.one_of(st.sampled_from(["AllowAll", "DenyAll", "Allowlist", "allowAll"]), _text_or_odd),
+        "allowlist": st.one_of(
+            st.lists(st.fixed_dictionaries({"command": _word}, optional={"sha256": _sha}), max_size=3),
+            st.lists(_allowlist_entry, max_size=3),
+            st.none(),
+            _text_or_odd,
+        ),
+        "policy_type": st.just("DenyAll"),
+    }
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_entries())
+def test_what_the_plain_reader_takes_the_models_take_to_the_same_entry(raw: dict) -> None:
+    plain = config_module._read_plain_entry(raw)
+    model, problems = config_module._worded("ProviderEntryModel", raw)
+    if plain is not None:
+        assert model is not None, problems
+        assert config_module._entry_of(model) == plain
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_policy)
+def test_what_the_plain_reader_takes_the_models_take_to_the_same_policy(raw: dict) -> None:
+    plain = None
+    try:
+        plain = config_module._plain_policy(raw)
+    except config_module._NotPlain:
+        pass
+    model, problems = config_module._worded("PluginPolicyModel", raw)
+    if plain is not None:
+        assert model is not None, problems
+        assert config_module._policy_of(model) == plain
+
+
+def test_the_plain_reader_takes_the_example_config_whole() -> None:
+    """The example config (and any file of its shape) is read without the models."""
+    from cpcreds._parse import load_document
+
+    data = load_document(Path(__file__).resolve().parents[1].joinpath("config.example.yaml").read_bytes(), source="x")
+    for raw in data["providers"]:
+        assert config_module._read_plain_entry(raw) is not None, raw["name"]
+
+
+def test_settings_word_a_bad_value_without_pydantic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("cpcreds_log_format", "XML")  # names in any case, as before
+    with pytest.raises(ConfigError) as info:
+        Settings()
+    assert str(info.value) == "CPCREDS_LOG_FORMAT: must be 'console' or 'json' (got 'xml')"

@@ -1,7 +1,8 @@
 """Wire types: the Kubernetes objects cpcreds reads and writes, spelled as the specs spell them.
 
 - ``client.authentication.k8s.io`` v1 / v1beta1 ``ExecCredential`` (KEP-541), with its ``Cluster``.
-- kubeconfig's ``ExecConfig`` (the ``execConfig`` of a provider config entry).
+- kubeconfig's ``ExecConfig`` (the ``execConfig`` of a provider config entry; a plain type of
+  :mod:`cpcreds.config`, re-exported).
 - ``multicluster.x-k8s.io/v1alpha1`` ``ClusterProfile`` with ``status.accessProviders`` (KEP-5339),
   each holding a kubeconfig ``Cluster`` with ``NamedExtension`` entries.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
@@ -33,6 +34,10 @@ from .kep import (
     ExecCluster,
     unpassable_text,
 )
+
+# A provider config's execConfig is a plain type of the config (read without pydantic there);
+# re-exported here, where it has always been importable from.
+from .config import ExecConfig, ExecEnvVar, InteractiveMode
 
 __all__ = [
     "API_VERSION_V1",
@@ -60,17 +65,6 @@ __all__ = [
     "unpassable_text",
 ]
 
-InteractiveMode = Literal["Never", "IfAvailable", "Always"]
-
-
-def _passable(value: Any) -> Any:
-    if isinstance(value, str):
-        problem = unpassable_text(value)
-        if problem is not None:
-            raise ValueError(problem)
-    return value
-
-
 def _decode_base64_bytes(value: Any) -> Any:
     # Go marshals []byte as standard base64; a model built in Python may already hold bytes.
     if isinstance(value, str):
@@ -85,78 +79,6 @@ class _Wire(BaseModel):
     """Objects read from a cluster or a plugin: unknown fields are ignored, as Go's decoder does."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
-
-
-class ExecEnvVar(BaseModel):
-    """One ``env`` entry of an ExecConfig."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1)
-    value: str
-
-    @field_validator("name", mode="after")
-    @classmethod
-    def _name_can_be_set(cls, value: str) -> str:
-        _passable(value)
-        if "=" in value:
-            raise ValueError("must not contain '=' (it separates a variable's name from its value)")
-        return value
-
-    _value_can_be_set = field_validator("value", mode="after")(_passable)
-
-
-class ExecConfig(BaseModel):
-    """kubeconfig's ``users[].user.exec`` (KEP-541), as used in a provider config's ``execConfig``.
-
-    Accepts the keys Go's ``json.Marshal`` writes for client-go's internal ExecConfig, whose later
-    fields had no JSON tags (``Config``, ``InteractiveMode``, ``StdinUnavailable``,
-    ``StdinUnavailableMessage``), so that a file written by the Go library loads unchanged.
-    """
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    api_version: str | None = Field(default=None, alias="apiVersion")
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: tuple[ExecEnvVar, ...] = ()
-    install_hint: str = Field(default="", alias="installHint")
-    provide_cluster_info: bool = Field(default=False, alias="provideClusterInfo")
-    interactive_mode: InteractiveMode | None = Field(default=None, alias="interactiveMode")
-    stdin_unavailable: bool = Field(default=False, alias="stdinUnavailable")
-
-    _command_can_run = field_validator("command", mode="after")(_passable)
-
-    @field_validator("args", mode="after")
-    @classmethod
-    def _args_can_be_passed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for index, arg in enumerate(value):
-            problem = unpassable_text(arg)
-            if problem is not None:
-                raise ValueError(f"item {index} {problem}")
-        return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_go_marshalled_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        legacy_mode = data.pop("InteractiveMode", None)
-        if legacy_mode and "interactiveMode" not in data:
-            data["interactiveMode"] = legacy_mode
-        if data.get("interactiveMode") == "":
-            data.pop("interactiveMode")  # Go's zero value means "not set"
-        legacy_config = data.pop("Config", None)
-        if legacy_config is not None:
-            raise ValueError("Config must be null (plugin config comes from the ClusterProfile extension)")
-        if data.pop("StdinUnavailable", False):
-            data["stdinUnavailable"] = True
-        data.pop("StdinUnavailableMessage", None)
-        for key in ("args", "env"):
-            if key in data and data[key] is None:
-                data.pop(key)  # Go writes nil slices as null
-        return data
 
 
 class NamedExtension(_Wire):

@@ -18,14 +18,20 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .access import AccessPlan
-from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS
-from .config import FLAG_SOURCE, ProviderConfig, Settings, load_config, parse_access_provider_flag
+# What every command needs, and no more: the parser, the settings (plain, cpcreds.settings), the
+# error types and the redaction of what is printed. Each command imports its own work when it
+# runs, so `cpcreds get-credential` (run by kubectl before every request) loads no pydantic,
+# pydantic-settings, structlog or prometheus-client for a well-formed config.
+from .config import FLAG_SOURCE, ProviderConfig, load_config, parse_access_provider_flag
 from .errors import ConfigError, CredentialError, NoMatchingProvider
-from ._signals import exit_on_termination
+from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS
 from .logs import configure_logging, redact_text
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .plan import AccessPlan
 
 __all__ = ["main", "build_parser"]
 
@@ -445,14 +451,49 @@ def _disk_cache_key(args: argparse.Namespace, settings: Settings) -> Any:
     return key
 
 
-def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
+#: The requests kubectl sends are small; a longer one is left to the full reader.
+_PLAIN_REQUEST_BYTES = 4096
+
+
+def _plain_request_api_version(raw: str) -> str | None:
+    """The apiVersion of a request of the usual shape (``apiVersion``, ``kind``, at most
+    ``spec.interactive``: nothing else the CLI would read), or None for anything else, which
+    :func:`cpcreds.plugin.read_request` reads or refuses in its words (it loads pydantic)."""
+    if len(raw) > _PLAIN_REQUEST_BYTES:
+        return None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if type(document) is not dict or not document.keys() <= {"apiVersion", "kind", "spec"} or document.get("kind") != "ExecCredential":
+        return None
+    spec = document.get("spec", {})
+    if type(spec) is not dict or not spec.keys() <= {"interactive"} or type(spec.get("interactive", False)) is not bool:
+        return None
+    api_version = document.get("apiVersion")
+    return api_version if api_version in SUPPORTED_API_VERSIONS else None
+
+
+def _requested_api_version(args: argparse.Namespace) -> str:
+    """The apiVersion to answer in: ``--api-version``, else the one KUBERNETES_EXEC_INFO asks for."""
+    raw = os.environ.get(EXEC_INFO_ENV, "")
+    plain = _plain_request_api_version(raw) if raw.strip() else args.api_version or API_VERSION_V1
+    if plain is not None:
+        return args.api_version or plain
     from .plugin import PluginRequestError, read_request
 
+    problem = ""
     try:
         request = read_request(default_api_version=args.api_version or API_VERSION_V1)
     except PluginRequestError as exc:
-        raise ConfigError(str(exc)) from None
-    api_version = args.api_version or request.api_version
+        problem = str(exc)
+    if problem:
+        raise ConfigError(problem)
+    return args.api_version or request.api_version
+
+
+def _cmd_get_credential(args: argparse.Namespace, settings: Settings) -> int:
+    api_version = _requested_api_version(args)
     cache_key = _disk_cache_key(args, settings)  # before the files are read: see diskcache.store
     config = _load_provider_config(args, settings)
     (profile,) = _profiles(args)
@@ -935,7 +976,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.log_level, settings.log_format)  # a stdlib handler; structlog waits for an event
+    from ._signals import exit_on_termination  # the exec provider's: commands that run no plugin do not need it
+
     # kubectl (or a shell, or systemd) may stop us with SIGTERM/SIGHUP mid-run: the plugin, in
     # its own session, would not get the signal; kill it and exit 143/129 through SystemExit.
     exit_on_termination()

@@ -20,20 +20,38 @@ import re
 import shlex
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
+# pydantic is imported only to word what is wrong with a config the plain reader does not take
+# (see _worded): reading a well-formed file, as every `cpcreds get-credential` does, needs none.
+from ._configrules import (
+    CLI_ARGS_POLICIES,
+    DEFAULT_TIMEOUT,
+    ENV_VARS_POLICIES,
+    INTERACTIVE_MODES,
+    POLICY_TYPES,
+    SHA256_PATTERN,
+    entry_timeout,
+    env_name_problem,
+    go_marshalled_exec_config,
+    parse_duration,
+)
 from ._parse import DocumentError, load_document, plain_copy, read_bounded
-from .api import API_VERSION_V1, SUPPORTED_API_VERSIONS, ExecConfig
 from .errors import ConfigError
+from .kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "AllowlistEntry",
+    "ExecConfig",
+    "ExecEnvVar",
+    "InteractiveMode",
     "PluginPolicy",
     "PolicyType",
     "CLIArgsPolicy",
@@ -52,15 +70,14 @@ __all__ = [
     "describe_validation_error",
 ]
 
-CLIArgsPolicy = Literal["Ignore", "Append"]
-EnvVarsPolicy = Literal["Ignore", "AppendIfNotExists", "Replace"]
+# The allowed values, from the one list of each (shared with the worded reader).
+CLIArgsPolicy = Literal[CLI_ARGS_POLICIES]  # type: ignore[valid-type]
+EnvVarsPolicy = Literal[ENV_VARS_POLICIES]  # type: ignore[valid-type]
 #: client-go's ``PluginPolicy.PolicyType`` values, spelled as client-go (and kubectl's kuberc) spell them.
-PolicyType = Literal["AllowAll", "DenyAll", "Allowlist"]
+PolicyType = Literal[POLICY_TYPES]  # type: ignore[valid-type]
+#: KEP-541's interactiveMode values.
+InteractiveMode = Literal[INTERACTIVE_MODES]  # type: ignore[valid-type]
 
-#: Bound on one credential fetch when an entry names no ``timeout`` (seconds).
-DEFAULT_TIMEOUT = 60.0
-#: Longest allowed ``timeout``: a fetch that may take a day is a misconfiguration.
-MAX_TIMEOUT = 24 * 3600.0
 #: How errors name providers that came from the command line rather than a file.
 FLAG_SOURCE = "--clusterprofile-access-provider"
 #: Largest provider config file read (a config with hundreds of providers is a few tens of KiB).
@@ -71,79 +88,57 @@ MAX_CONFIG_DEPTH = 64
 MAX_CONFIG_ALIASES = 100
 MAX_CONFIG_NODES = 100_000
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go duration (``30s``, ``1m30s``, ``1.5h``, ``500ms``) into seconds."""
-    if not isinstance(text, str) or not text:
-        raise ValueError("must be a duration such as 30s, 2m or 1h30m")
-    pos, total = 0, 0.0
-    while pos < len(text):
-        match = _DURATION_PART.match(text, pos)
-        if not match:
-            shown = repr(text) if len(text) <= 40 and text.isprintable() else "the value"
-            raise ValueError(f"{shown} is not a duration such as 30s, 2m or 1h30m")
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return total
-
-
 def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-_allowlist_name_warned = False
+@dataclass(frozen=True, slots=True)
+class ExecEnvVar:
+    """One ``env`` entry of an ExecConfig: a variable the plugin gets."""
+
+    name: str
+    value: str
 
 
-def _warn_allowlist_name() -> None:
-    global _allowlist_name_warned
-    if _allowlist_name_warned:
-        return
-    _allowlist_name_warned = True
-    from .logs import get_logger  # only a config that needs the warning pays for logging
+@dataclass(frozen=True, slots=True)
+class ExecConfig:
+    """kubeconfig's ``users[].user.exec`` (KEP-541), as read from a provider config's ``execConfig``.
 
-    get_logger(__name__).warning(
-        "pluginPolicy.allowlist[].name is deprecated (client-go 1.35's spelling); client-go 1.36 and cpcreds call it command"
-    )
+    The reader accepts the keys Go's ``json.Marshal`` writes for client-go's internal ExecConfig,
+    whose later fields had no JSON tags (``Config``, ``InteractiveMode``, ``StdinUnavailable``,
+    ``StdinUnavailableMessage``), so that a file written by the Go library loads unchanged.
+    """
+
+    api_version: str | None = None
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[ExecEnvVar, ...] = ()
+    install_hint: str = ""
+    provide_cluster_info: bool = False
+    interactive_mode: InteractiveMode | None = None
+    stdin_unavailable: bool = False
 
 
-class AllowlistEntry(BaseModel):
+@dataclass(frozen=True, slots=True)
+class AllowlistEntry:
     """One ``pluginPolicy.allowlist`` entry: a command that may run, optionally pinned.
 
     ``command`` is compared as client-go compares it: both it and the plugin's command are
     resolved on the controller's ``PATH`` (a name without ``/``) or made absolute (a path,
     relative ones against the config file's folder), and the results must be equal.
-    ``sha256`` (cpcreds' addition) pins the executable's content: it then runs only if its bytes
-    hash to this digest, and exactly the bytes that were hashed run.
+    ``sha256`` (cpcreds' addition, lower-case hex) pins the executable's content: it then runs
+    only if its bytes hash to this digest, and exactly the bytes that were hashed run.
 
-    ``name`` (client-go 1.35's spelling, renamed ``command`` in 1.36) is read as ``command``,
-    with a warning once per process; an entry with both is refused.
+    In a file, ``name`` (client-go 1.35's spelling, renamed ``command`` in 1.36) is read as
+    ``command``, with a warning once per process; an entry with both is refused.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    command: str = Field(min_length=1)
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_name(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "name" not in data:
-            return data
-        if "command" in data:  # which one was meant is a guess; a policy must not guess
-            raise ValueError("has both command and name (name is the deprecated client-go 1.35 spelling of command): keep only command")
-        _warn_allowlist_name()
-        return {("command" if key == "name" else key): value for key, value in data.items()}
-
-    @field_validator("sha256", mode="after")
-    @classmethod
-    def _lower(cls, value: str | None) -> str | None:
-        return value.lower() if value is not None else None
+    command: str
+    sha256: str | None = None
 
 
-class PluginPolicy(BaseModel):
+@dataclass(frozen=True, slots=True)
+class PluginPolicy:
     """Which exec plugins may run (top-level ``pluginPolicy``; client-go's ``PluginPolicy``).
 
     ``AllowAll`` (the default, as in client-go) runs any configured command; ``DenyAll`` runs
@@ -151,55 +146,272 @@ class PluginPolicy(BaseModel):
     subject to it: they are code the controller imported.
     """
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    policy_type: PolicyType = Field(default="AllowAll", alias="policyType")
+    policy_type: PolicyType = "AllowAll"
     allowlist: tuple[AllowlistEntry, ...] | None = None
 
+    @classmethod
+    def model_validate(cls, data: Any) -> PluginPolicy:
+        """Read a ``pluginPolicy`` mapping (``{"policyType": ..., "allowlist": [...]}``) field by
+        field, as a config file's is read; commands are kept as given (a file's relative ones
+        are made absolute by :func:`load_config`). A :class:`ConfigError` names what is wrong."""
+        return _read_policy(data, "pluginPolicy")
 
-class ProviderEntry(BaseModel):
+
+@dataclass(frozen=True, slots=True)
+class ProviderEntry:
     """One ``providers[]`` entry: an access-provider name and how to get its credential.
 
     Exactly one of ``exec_config`` (a KEP-541 exec plugin) and ``type`` (an in-process provider
-    registered by a plugin) is set.
+    registered by a plugin) is set. Read from a file or a dict by :class:`ProviderConfig`
+    (:meth:`ProviderConfig.from_dict`), which checks every field.
     """
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1)
-    exec_config: ExecConfig | None = Field(default=None, alias="execConfig")
-    profile_sourced_cli_args_policy: CLIArgsPolicy = Field(default="Ignore", alias="profileSourcedCLIArgsPolicy")
-    profile_sourced_env_vars_policy: EnvVarsPolicy = Field(default="Ignore", alias="profileSourcedEnvVarsPolicy")
+    name: str
+    exec_config: ExecConfig | None = None
+    profile_sourced_cli_args_policy: CLIArgsPolicy = "Ignore"
+    profile_sourced_env_vars_policy: EnvVarsPolicy = "Ignore"
+    #: Bound on one credential fetch, in seconds.
     timeout: float = DEFAULT_TIMEOUT
     type: str | None = None
-    options: Mapping[str, Any] = Field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
     #: When this provider fails, try the next one the profile offers (None: the top-level setting).
-    failover: StrictBool | None = None
-
-    @field_validator("profile_sourced_cli_args_policy", "profile_sourced_env_vars_policy", mode="before")
-    @classmethod
-    def _empty_policy_is_ignore(cls, value: Any) -> Any:
-        return "Ignore" if value in ("", None) else value  # the Go library treats "" as Ignore
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _parse_timeout(cls, value: Any) -> Any:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise ValueError("must be a duration string such as 30s (a bare number has no unit)")
-        seconds = parse_duration(value)
-        if not 0 < seconds <= MAX_TIMEOUT:
-            raise ValueError("must be longer than zero and at most 24h")
-        return seconds
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _null_options(cls, value: Any) -> Any:
-        return {} if value is None else value
+    failover: bool | None = None
 
     @property
     def kind(self) -> str:
         """``"exec"`` for exec plugins, else the in-process provider type."""
         return "exec" if self.exec_config is not None else str(self.type)
+
+
+# -- reading: a plain path for well-formed input, pydantic's worded one for the rest ----------------
+
+
+class _NotPlain(Exception):
+    """The plain reader met something it does not take: the models read it, or word what is wrong."""
+
+
+def _text(value: Any) -> str:
+    # pydantic refuses a str without a UTF-8 encoding (a lone surrogate); so does this reader.
+    if type(value) is not str:
+        raise _NotPlain
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _NotPlain from None
+    return value
+
+
+def _passable(value: Any) -> str:
+    text = _text(value)
+    if "\x00" in text:
+        raise _NotPlain
+    return text
+
+
+def _flag(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _NotPlain
+    return value
+
+
+def _choice(value: Any, allowed: tuple[str, ...]) -> Any:
+    if type(value) is not str or value not in allowed:
+        raise _NotPlain
+    return value
+
+
+def _items(value: Any) -> list[Any] | tuple[Any, ...]:
+    if type(value) is not list and type(value) is not tuple:
+        raise _NotPlain
+    return value
+
+
+def _keys(raw: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    if type(raw) is not dict or not raw.keys() <= allowed:
+        raise _NotPlain
+    return raw
+
+
+_EXEC_KEYS = frozenset(
+    ("apiVersion", "command", "args", "env", "installHint", "provideClusterInfo", "interactiveMode", "stdinUnavailable")
+)
+_ENV_KEYS = frozenset(("name", "value"))
+_ENTRY_KEYS = frozenset(
+    ("name", "execConfig", "profileSourcedCLIArgsPolicy", "profileSourcedEnvVarsPolicy", "timeout", "type", "options", "failover")
+)
+_POLICY_KEYS = frozenset(("policyType", "allowlist"))
+_ALLOWLIST_KEYS = frozenset(("command", "sha256"))
+_SHA256 = re.compile(SHA256_PATTERN.strip("^$"))
+
+
+def _plain_env_var(raw: Any) -> ExecEnvVar:
+    data = _keys(raw, _ENV_KEYS)
+    if len(data) != 2:
+        raise _NotPlain
+    name = _passable(data["name"])
+    if not name or env_name_problem(name) is not None:
+        raise _NotPlain
+    return ExecEnvVar(name, _passable(data["value"]))
+
+
+def _plain_exec_config(raw: Any) -> ExecConfig:
+    if type(raw) is not dict:
+        raise _NotPlain
+    try:
+        data = go_marshalled_exec_config(raw)
+    except ValueError:
+        raise _NotPlain from None
+    _keys(data, _EXEC_KEYS)
+    api_version = data.get("apiVersion")
+    mode = data.get("interactiveMode")
+    return ExecConfig(
+        api_version=None if api_version is None else _text(api_version),
+        command=_passable(data.get("command", "")),
+        args=tuple(_passable(arg) for arg in _items(data.get("args", ()))),
+        env=tuple(_plain_env_var(var) for var in _items(data.get("env", ()))),
+        install_hint=_text(data.get("installHint", "")),
+        provide_cluster_info=_flag(data.get("provideClusterInfo", False)),
+        interactive_mode=None if mode is None else _choice(mode, INTERACTIVE_MODES),
+        stdin_unavailable=_flag(data.get("stdinUnavailable", False)),
+    )
+
+
+def _profile_policy(value: Any, allowed: tuple[str, ...]) -> Any:
+    return "Ignore" if value in ("", None) else _choice(value, allowed)  # the Go library treats "" as Ignore
+
+
+def _plain_entry(raw: Any) -> ProviderEntry:
+    """A well-formed ``providers[]`` entry, read without pydantic; :class:`_NotPlain` otherwise."""
+    data = _keys(raw, _ENTRY_KEYS)
+    name = _text(data.get("name"))
+    if not name:
+        raise _NotPlain
+    exec_raw = data.get("execConfig")
+    timeout = DEFAULT_TIMEOUT
+    if "timeout" in data:
+        try:
+            timeout = entry_timeout(data["timeout"])
+        except ValueError:
+            raise _NotPlain from None
+    kind = data.get("type")
+    options = data.get("options")
+    if options is None:
+        options = {}
+    elif type(options) is not dict:
+        raise _NotPlain
+    else:
+        for key in options:
+            _text(key)
+        options = dict(options)
+    failover = data.get("failover")
+    return ProviderEntry(
+        name=name,
+        exec_config=None if exec_raw is None else _plain_exec_config(exec_raw),
+        profile_sourced_cli_args_policy=_profile_policy(data.get("profileSourcedCLIArgsPolicy"), CLI_ARGS_POLICIES),
+        profile_sourced_env_vars_policy=_profile_policy(data.get("profileSourcedEnvVarsPolicy"), ENV_VARS_POLICIES),
+        timeout=timeout,
+        type=None if kind is None else _text(kind),
+        options=options,
+        failover=None if failover is None else _flag(failover),
+    )
+
+
+def _plain_allowlist_entry(raw: Any) -> AllowlistEntry:
+    data = _keys(raw, _ALLOWLIST_KEYS)  # the deprecated "name" goes the worded way, which warns
+    command = _text(data.get("command"))
+    sha256 = data.get("sha256")
+    if not command or (sha256 is not None and _SHA256.fullmatch(_text(sha256)) is None):
+        raise _NotPlain
+    return AllowlistEntry(command, None if sha256 is None else sha256.lower())
+
+
+def _plain_policy(raw: Any) -> PluginPolicy:
+    data = _keys(raw, _POLICY_KEYS)
+    allowlist = data.get("allowlist")
+    return PluginPolicy(
+        policy_type=_choice(data.get("policyType", "AllowAll"), POLICY_TYPES),
+        allowlist=None if allowlist is None else tuple(_plain_allowlist_entry(entry) for entry in _items(allowlist)),
+    )
+
+
+def _worded(model_name: str, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """``raw`` read by the pydantic model ``model_name`` of :mod:`cpcreds._configmodels`: (the
+    model, []) or (None, the problems in cpcreds' words)."""
+    from pydantic import ValidationError
+
+    from . import _configmodels
+
+    model = getattr(_configmodels, model_name)
+    problems: list[tuple[str, str]] = []
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, model)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
+        problems = [("", "holds a value that cannot be read")]
+    # Returned outside the except blocks: pydantic's error quotes the input, which may be a secret.
+    return None, problems
+
+
+def _entry_of(model: Any) -> ProviderEntry:
+    """The plain entry of a :class:`~cpcreds._configmodels.ProviderEntryModel` (same fields)."""
+    exec_model = model.exec_config
+    exec_config = None
+    if exec_model is not None:
+        exec_config = ExecConfig(
+            api_version=exec_model.api_version,
+            command=exec_model.command,
+            args=tuple(exec_model.args),
+            env=tuple(ExecEnvVar(var.name, var.value) for var in exec_model.env),
+            install_hint=exec_model.install_hint,
+            provide_cluster_info=exec_model.provide_cluster_info,
+            interactive_mode=exec_model.interactive_mode,
+            stdin_unavailable=exec_model.stdin_unavailable,
+        )
+    return ProviderEntry(
+        name=model.name,
+        exec_config=exec_config,
+        profile_sourced_cli_args_policy=model.profile_sourced_cli_args_policy,
+        profile_sourced_env_vars_policy=model.profile_sourced_env_vars_policy,
+        timeout=model.timeout,
+        type=model.type,
+        options=dict(model.options),
+        failover=model.failover,
+    )
+
+
+def _policy_of(model: Any) -> PluginPolicy:
+    """The plain policy of a :class:`~cpcreds._configmodels.PluginPolicyModel` (same fields)."""
+    allowlist = model.allowlist
+    if allowlist is not None:
+        allowlist = tuple(AllowlistEntry(entry.command, entry.sha256) for entry in allowlist)
+    return PluginPolicy(policy_type=model.policy_type, allowlist=allowlist)
+
+
+def _read_policy(raw: Any, where: str, source: str | None = None) -> PluginPolicy:
+    """``pluginPolicy`` read field by field (none of the file's rules across fields)."""
+    policy = None
+    try:
+        policy = _plain_policy(raw)
+    except _NotPlain:
+        pass
+    if policy is not None:
+        return policy
+    model, problems = _worded("PluginPolicyModel", raw)
+    if model is not None:
+        return _policy_of(model)
+    at, what = problems[0] if problems else ("", "is invalid")
+    raise ConfigError(what, source=source, field=f"{where}.{at}" if at else where)
+
+
+def _read_plain_entry(raw: Any) -> ProviderEntry | None:
+    """``raw`` as a provider entry by the plain reader, or None where it leaves the entry to the
+    models (which read it the same way wherever both do: tests/test_config.py)."""
+    try:
+        return _plain_entry(raw)
+    except _NotPlain:
+        return None
 
 
 @dataclass(frozen=True)
@@ -322,17 +534,7 @@ def _validate_policy(raw: Any, source: str, base_dir: Path | None) -> PluginPoli
         return PluginPolicy()
     if not isinstance(raw, dict):
         raise ConfigError(f"must be a mapping, not {json_type_name(raw)}", source=source, field="pluginPolicy")
-    problems: list[tuple[str, str]] = []
-    policy = None
-    try:
-        policy = PluginPolicy.model_validate(raw)
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, PluginPolicy)
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        problems = [("", "holds a value that cannot be read")]
-    if policy is None:
-        where, what = problems[0] if problems else ("", "is invalid")
-        raise ConfigError(what, source=source, field=f"pluginPolicy.{where}" if where else "pluginPolicy")
+    policy = _read_policy(raw, "pluginPolicy", source)
     if "policyType" not in raw and "policy_type" not in raw:
         # client-go: an allowlist without a policy is a misconfiguration, not an AllowAll.
         raise ConfigError("is required (AllowAll, DenyAll or Allowlist)", source=source, field="pluginPolicy.policyType")
@@ -355,9 +557,9 @@ def _validate_policy(raw: Any, source: str, base_dir: Path | None) -> PluginPoli
         command = entry.command
         if base_dir is not None and "/" in command and not os.path.isabs(command):
             # As execConfig.command: a relative path is relative to the config file.
-            entry = entry.model_copy(update={"command": str((base_dir / command).resolve())})
+            entry = replace(entry, command=str((base_dir / command).resolve()))
         entries.append(entry)
-    return policy.model_copy(update={"allowlist": tuple(entries)})
+    return replace(policy, allowlist=tuple(entries))
 
 
 #: Top-level fields of a provider config file: the Go library's ``providers``, and cpcreds' own
@@ -406,7 +608,7 @@ def json_type_name(value: Any) -> str:
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):  # a pydantic model
         return annotation
     for arg in typing.get_args(annotation):
         found = _model_in(arg)
@@ -542,17 +744,13 @@ def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | N
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
         raise ConfigError(f"must be a mapping, not {json_type_name(raw)}", source=source, entry=label)
-    problems: list[tuple[str, str]] = []
-    try:
-        entry = ProviderEntry.model_validate(raw)
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, ProviderEntry)
-    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
-        problems = [("", "holds a value that cannot be read")]
-    if problems:
-        # Built outside the except block: pydantic's error quotes the input, which may be a secret.
-        text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
-        raise ConfigError(text, source=source, entry=label)
+    entry = _read_plain_entry(raw)
+    if entry is None:  # not well-formed, or spelled in a way only the models read
+        model, problems = _worded("ProviderEntryModel", raw)
+        if model is None:
+            text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
+            raise ConfigError(text or "is invalid", source=source, entry=label)
+        entry = _entry_of(model)
     return _check_entry(entry, label, source, base_dir)
 
 
@@ -579,7 +777,7 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
             options_problem = str(exc)
         if options_problem is not None:
             raise fail(options_problem, "options")
-        return entry.model_copy(update={"options": options})
+        return replace(entry, options=options)
     if entry.options:
         raise fail("options apply only to in-process providers (type:); exec plugins take args and env", "options")
     if not exec_config.command:
@@ -600,7 +798,7 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
     if base_dir is not None and "/" in command and not os.path.isabs(command):
         updates["command"] = str((base_dir / command).resolve())
     if updates:
-        entry = entry.model_copy(update={"exec_config": exec_config.model_copy(update=updates)})
+        entry = replace(entry, exec_config=replace(exec_config, **updates))
     return entry
 
 
@@ -688,55 +886,3 @@ def parse_access_provider_flag(
         "timeout": _format_duration(timeout),
     }
     return _validate_entry(raw, None, FLAG_SOURCE, None)
-
-
-class Settings(BaseSettings):
-    """Process settings, from ``CPCREDS_*`` environment variables (read by the CLI and ``serve``).
-
-    Library code takes these values as arguments; only :class:`~cpcreds.registry.ProviderRegistry`
-    reads the two plugin-loading variables itself, as pytest does with its autoload switch.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="CPCREDS_", extra="ignore")
-
-    #: Provider config file used when ``--config`` is not given.
-    config: Path | None = None
-    log_level: Literal["debug", "info", "warning", "error"] = "warning"
-    log_format: Literal["console", "json"] = "console"
-    #: ``host:port`` for the Prometheus endpoint of ``serve`` (empty: none).
-    metrics_address: str = ""
-    #: Timeout of providers given by ``--clusterprofile-access-provider`` (file entries that name
-    #: none get 60s, so that a config file means the same everywhere).
-    default_timeout: str = "60s"
-    #: apiVersion used for providers given by ``--clusterprofile-access-provider``.
-    default_api_version: str = API_VERSION_V1
-    #: Comma-separated entry-point names not to load, or ``*`` for all third-party plugins.
-    disable_plugins: str = ""
-    #: Comma-separated allow-list of entry-point names to load (unset: all).
-    plugins: str | None = None
-
-    def __init__(self, **values: Any) -> None:
-        """Read the environment; a bad value is a :class:`~cpcreds.errors.ConfigError` naming the
-        variable (``CPCREDS_LOG_LEVEL: must be 'debug', 'info', 'warning' or 'error' (got 'loud')``)."""
-        problems: list[tuple[str, str]] = []
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            problems = describe_validation_error(exc, type(self))
-        if problems:
-            variables = ", ".join(dict.fromkeys(f"CPCREDS_{where.split('.')[0].upper()}" for where, _ in problems))
-            raise ConfigError("; ".join(message for _, message in problems), source=variables)
-
-    @field_validator("log_level", "log_format", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
-
-    @property
-    def default_timeout_seconds(self) -> float:
-        problem = ""
-        try:
-            return parse_duration(self.default_timeout)
-        except ValueError as exc:
-            problem = str(exc)
-        raise ConfigError(problem, source="CPCREDS_DEFAULT_TIMEOUT")

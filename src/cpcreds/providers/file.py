@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._parse import DocumentError, load_document, read_bounded
 from ..access import AccessPlan
@@ -62,29 +62,95 @@ def read_credential_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     raise ValueError("is not UTF-8 text")
 
 
-class FileOptions(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+_OPTION_KEYS = frozenset(("tokenFile", "clientCertificateFile", "clientKeyFile", "refreshInterval"))
 
-    token_file: Path | None = Field(default=None, alias="tokenFile")
-    client_certificate_file: Path | None = Field(default=None, alias="clientCertificateFile")
-    client_key_file: Path | None = Field(default=None, alias="clientKeyFile")
-    refresh_interval: float = Field(default=60.0, alias="refreshInterval")
 
-    @field_validator("refresh_interval", mode="before")
+def _refresh_interval(value: Any) -> float:
+    seconds = parse_duration(value)
+    if not 0 < seconds <= MAX_REFRESH_INTERVAL:
+        raise ValueError("must be longer than zero and at most 8760h (a year)")
+    return seconds
+
+
+def _pairing_problem(token_file: Any, certificate_file: Any, key_file: Any) -> str | None:
+    if token_file is None and certificate_file is None and key_file is None:
+        return "set tokenFile, or clientCertificateFile and clientKeyFile"
+    if (certificate_file is None) != (key_file is None):
+        return "clientCertificateFile and clientKeyFile go together"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FileOptions:
+    """The ``file`` provider's options (``tokenFile``, ``clientCertificateFile``,
+    ``clientKeyFile``, ``refreshInterval``), read by :meth:`read`."""
+
+    token_file: Path | None = None
+    client_certificate_file: Path | None = None
+    client_key_file: Path | None = None
+    #: Seconds until the files are read again.
+    refresh_interval: float = 60.0
+
     @classmethod
-    def _duration(cls, value: Any) -> Any:
-        seconds = parse_duration(value)
-        if not 0 < seconds <= MAX_REFRESH_INTERVAL:
-            raise ValueError("must be longer than zero and at most 8760h (a year)")
-        return seconds
+    def read(cls, options: Mapping[str, Any]) -> FileOptions:
+        """The options of a config entry. Well-formed ones are read as they are; anything else
+        goes through a pydantic model, whose ``ValidationError`` (a ``ValueError``) the registry
+        words as a config error naming the field."""
+        plain = _plain_options(options)
+        if plain is not None:
+            return plain
+        model = _options_model().model_validate(dict(options))  # raises what is wrong, worded by the registry
+        return cls(model.token_file, model.client_certificate_file, model.client_key_file, model.refresh_interval)
 
-    @model_validator(mode="after")
-    def _something_to_read(self) -> FileOptions:
-        if self.token_file is None and self.client_certificate_file is None and self.client_key_file is None:
-            raise ValueError("set tokenFile, or clientCertificateFile and clientKeyFile")
-        if (self.client_certificate_file is None) != (self.client_key_file is None):
-            raise ValueError("clientCertificateFile and clientKeyFile go together")
-        return self
+
+def _plain_options(options: Mapping[str, Any]) -> FileOptions | None:
+    """Options as written in a well-formed file, or None for the model to read or word."""
+    if type(options) is not dict or not options.keys() <= _OPTION_KEYS:
+        return None
+    paths = []
+    for key in ("tokenFile", "clientCertificateFile", "clientKeyFile"):
+        value = options.get(key)
+        if value is not None and (type(value) is not str or not (value.isascii() or value.isprintable())):
+            return None  # text that may not encode (a lone surrogate): the model decides
+        paths.append(None if value is None else Path(value))
+    if _pairing_problem(*paths) is not None:
+        return None
+    interval = 60.0
+    if "refreshInterval" in options:
+        try:
+            interval = _refresh_interval(options["refreshInterval"])
+        except ValueError:
+            return None
+    return FileOptions(*paths, refresh_interval=interval)
+
+
+@functools.cache
+def _options_model() -> Any:
+    """The pydantic model of the options: imported and built only for options the plain reader
+    does not take (a misspelt key, a number for a duration, ...), to word what is wrong."""
+    from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    class FileOptionsModel(BaseModel):
+        model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+        token_file: Path | None = Field(default=None, alias="tokenFile")
+        client_certificate_file: Path | None = Field(default=None, alias="clientCertificateFile")
+        client_key_file: Path | None = Field(default=None, alias="clientKeyFile")
+        refresh_interval: float = Field(default=60.0, alias="refreshInterval")
+
+        @field_validator("refresh_interval", mode="before")
+        @classmethod
+        def _duration(cls, value: Any) -> Any:
+            return _refresh_interval(value)
+
+        @model_validator(mode="after")
+        def _something_to_read(self) -> Any:
+            problem = _pairing_problem(self.token_file, self.client_certificate_file, self.client_key_file)
+            if problem is not None:
+                raise ValueError(problem)
+            return self
+
+    return FileOptionsModel
 
 
 def _jwt_expiry(token: str) -> datetime | None:
@@ -111,7 +177,7 @@ class FileProvider:
     kind = "file"
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = FileOptions.model_validate(dict(options))
+        self.options = FileOptions.read(options)
 
     def _read(self, path: Path, what: str, provider: str) -> str:
         try:

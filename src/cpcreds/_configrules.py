@@ -1,0 +1,100 @@
+"""Rules of the provider config that both of its readers apply: the plain reader of a well-formed
+file (:mod:`cpcreds.config`) and the pydantic models that word what is wrong with any other
+(:mod:`cpcreds._configmodels`). Written once here, so the two cannot drift; a hypothesis test
+(tests/test_config.py) checks that they agree on whole entries.
+
+Imports nothing heavy: ``cpcreds get-credential`` reads a config through this module.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
+    "INTERACTIVE_MODES",
+    "CLI_ARGS_POLICIES",
+    "ENV_VARS_POLICIES",
+    "POLICY_TYPES",
+    "SHA256_PATTERN",
+    "parse_duration",
+    "entry_timeout",
+    "env_name_problem",
+    "go_marshalled_exec_config",
+]
+
+#: Bound on one credential fetch when an entry names no ``timeout`` (seconds).
+DEFAULT_TIMEOUT = 60.0
+#: Longest allowed ``timeout``: a fetch that may take a day is a misconfiguration.
+MAX_TIMEOUT = 24 * 3600.0
+
+#: KEP-541's interactiveMode values.
+INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
+#: KEP-5339's profileSourcedCLIArgsPolicy and profileSourcedEnvVarsPolicy values.
+CLI_ARGS_POLICIES = ("Ignore", "Append")
+ENV_VARS_POLICIES = ("Ignore", "AppendIfNotExists", "Replace")
+#: client-go's ``PluginPolicy.PolicyType`` values, spelled as client-go (and kubectl's kuberc) spell them.
+POLICY_TYPES = ("AllowAll", "DenyAll", "Allowlist")
+#: An allowlist entry's ``sha256``: 64 hex digits (any case; kept lower-case).
+SHA256_PATTERN = r"^[0-9a-fA-F]{64}$"
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration (``30s``, ``1m30s``, ``1.5h``, ``500ms``) into seconds."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("must be a duration such as 30s, 2m or 1h30m")
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if not match:
+            shown = repr(text) if len(text) <= 40 and text.isprintable() else "the value"
+            raise ValueError(f"{shown} is not a duration such as 30s, 2m or 1h30m")
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    return total
+
+
+def entry_timeout(value: Any) -> float:
+    """A provider entry's ``timeout`` in seconds; ``ValueError`` says what is wrong with it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError("must be a duration string such as 30s (a bare number has no unit)")
+    seconds = parse_duration(value)
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError("must be longer than zero and at most 24h")
+    return seconds
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an ``execConfig.env`` name beyond being passable text, or None."""
+    if "=" in name:
+        return "must not contain '=' (it separates a variable's name from its value)"
+    return None
+
+
+def go_marshalled_exec_config(data: dict[str, Any]) -> dict[str, Any]:
+    """An ``execConfig`` mapping with the keys Go's ``json.Marshal`` writes for client-go's
+    internal ExecConfig (whose later fields have no JSON tags: ``Config``, ``InteractiveMode``,
+    ``StdinUnavailable``, ``StdinUnavailableMessage``) in their kubeconfig spelling, and Go's
+    zero values (``""``, ``null`` slices) as not set. A copy; ``ValueError`` for a ``Config``
+    that is not null (plugin config comes from the ClusterProfile)."""
+    data = dict(data)
+    legacy_mode = data.pop("InteractiveMode", None)
+    if legacy_mode and "interactiveMode" not in data:
+        data["interactiveMode"] = legacy_mode
+    if data.get("interactiveMode") == "":
+        data.pop("interactiveMode")  # Go's zero value means "not set"
+    legacy_config = data.pop("Config", None)
+    if legacy_config is not None:
+        raise ValueError("Config must be null (plugin config comes from the ClusterProfile extension)")
+    if data.pop("StdinUnavailable", False):
+        data["stdinUnavailable"] = True
+    data.pop("StdinUnavailableMessage", None)
+    for key in ("args", "env"):
+        if key in data and data[key] is None:
+            data.pop(key)  # Go writes nil slices as null
+    return data
