@@ -302,3 +302,42 @@ def test_cpcreds_kubeconfig_output_to_a_fifo_without_reader_fails_at_once(tmp_pa
     )
     assert result.returncode == 1
     assert result.stderr.startswith(f"cpcreds: error: {fifo}: cannot write: ") and len(result.stderr.splitlines()) == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 256 KiB tmpfs, where a real "No space left on device" can happen (skipped where this
+    process may not mount)."""
+    mountpoint = tmp_path / "small-disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mountpoint)], capture_output=True, timeout=30)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mountpoint
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_a_kubeconfig_error_until_there_is_room_again(serve: Any, tmp_path: Path, small_disk: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    kubeconfigs = small_disk / "kubeconfigs"
+    process = serve("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs), "--scan-interval", "50ms")
+    url = process.url
+    process.wait_for(r"ready: 1 ready")
+    filler = small_disk / "filler"
+    with open(filler, "wb", buffering=0) as stream:
+        try:
+            while True:
+                stream.write(b"\0" * 4096)
+        except OSError:
+            pass  # the disk is full
+    (profiles / "p1.yaml").write_text(yaml.safe_dump(cluster_profile("two", access_provider("f", "https://two.spoke.test:6443"))))
+
+    def error_of_two() -> str | None:
+        clusters = {c["key"]: c for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]}
+        return clusters.get("fleet-system/two", {}).get("kubeconfigError")
+
+    assert _until(error_of_two, "the full disk reported") == f"cannot write {kubeconfigs}/fleet-system.two.yaml: No space left on device"
+    assert process.process.poll() is None
+    filler.unlink()
+    _until(lambda: error_of_two() is None and (kubeconfigs / "fleet-system.two.yaml").exists(), "the file written once there is room")
+    _stops_promptly(process)
