@@ -20,5 +20,8 @@ pip_install -e '.[test]' "${plugins[@]}"
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+# Two workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
+# fixtures, such as a package built into examples/, run once). `-n 0` in the arguments runs
+# in this process instead (for --pdb).
 step "running the tests"
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
