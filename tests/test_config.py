@@ -231,6 +231,25 @@ def test_go_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
+def test_one_duration_grammar_callers_keep_their_ranges(tmp_path: Path) -> None:
+    """Go's grammar everywhere (0, signs): the provider config refuses <= 0 in its own words,
+    and the KEP-2133 reader (which allows 0: do not cache) parses the same strings alike."""
+    from cpcreds.images.protocol import parse_duration as protocol_parse_duration
+
+    for text, seconds in (("0", 0.0), ("-1m", -60.0), ("+5s", 5.0), ("1h0m0s", 3600.0)):
+        assert parse_duration(text) == protocol_parse_duration(text) == seconds
+    for timeout, accepted in (("+5s", True), ("0", False), ("-1m", False)):
+        path = tmp_path / "c.yaml"
+        path.write_text(f"providers:\n- {{name: a, execConfig: {EXEC}, timeout: {timeout!r}}}\n")
+        if accepted:
+            assert load_config(path).providers[0].timeout == 5.0
+        else:
+            with pytest.raises(ConfigError, match="timeout: must be longer than zero"):
+                load_config(path)
+    with pytest.raises(ConfigError, match="CPCREDS_DEFAULT_TIMEOUT: must be longer than zero"):
+        Settings(environ={"CPCREDS_DEFAULT_TIMEOUT": "0"}).default_timeout_seconds
+
+
 def test_settings_come_from_cpcreds_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CPCREDS_LOG_LEVEL", "DEBUG")
     monkeypatch.setenv("CPCREDS_LOG_FORMAT", "json")

@@ -8,8 +8,9 @@ Imports nothing heavy: ``cpcreds get-credential`` reads a config through this mo
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from ._durations import parse_duration
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -39,25 +40,6 @@ ENV_VARS_POLICIES = ("Ignore", "AppendIfNotExists", "Replace")
 POLICY_TYPES = ("AllowAll", "DenyAll", "Allowlist")
 #: An allowlist entry's ``sha256``: 64 hex digits (any case; kept lower-case).
 SHA256_PATTERN = r"^[0-9a-fA-F]{64}$"
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go duration (``30s``, ``1m30s``, ``1.5h``, ``500ms``) into seconds."""
-    if not isinstance(text, str) or not text:
-        raise ValueError("must be a duration such as 30s, 2m or 1h30m")
-    pos, total = 0, 0.0
-    while pos < len(text):
-        match = _DURATION_PART.match(text, pos)
-        if not match:
-            shown = repr(text) if len(text) <= 40 and text.isprintable() else "the value"
-            raise ValueError(f"{shown} is not a duration such as 30s, 2m or 1h30m")
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return total
-
 
 def entry_timeout(value: Any) -> float:
     """A provider entry's ``timeout`` in seconds; ``ValueError`` says what is wrong with it."""

@@ -10,6 +10,7 @@ resourceVersions) are dropped oldest first once there are many.
 from __future__ import annotations
 
 import json
+import marshal
 import sys
 import threading
 from collections.abc import Mapping
@@ -43,6 +44,26 @@ def profile_identity(profile: Any) -> Any:
                 name, namespace = meta.get("name"), meta.get("namespace")
                 if type(name) is str and (namespace is None or type(namespace) is str):
                     return (uid, rv, namespace, name)
+            status = profile.get("status")
+            if type(status) is dict and type(meta) is dict:
+                # No uid/resourceVersion (a hand-written dict): the access data itself is the key.
+                # marshal serialises only exact builtin types (a subclass or any other object
+                # raises ValueError) and its output decodes to one value, so equal bytes mean
+                # equal plain values: an exact fingerprint at a fraction of json.dumps' cost.
+                # Format 0 has no back-references and no interned-string marks, so the bytes
+                # depend on the values only, not on which objects are shared. Key order is part
+                # of the bytes: the same profile written in another order is a miss, never a
+                # wrong hit.
+                try:
+                    return (
+                        "plain",
+                        marshal.dumps(
+                            (meta.get("name"), meta.get("namespace"), status.get("accessProviders"), status.get("credentialProviders")),
+                            0,
+                        ),
+                    )
+                except ValueError:
+                    pass  # not plain values: the general fingerprint below
     # A ClusterProfile model exists only if its module was imported: never import it here.
     api = sys.modules.get("cpcreds.api")
     if api is not None and isinstance(profile, api.ClusterProfile):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._configrules import parse_duration
+from ._configrules import entry_timeout
 from .errors import ConfigError
 from .kep import API_VERSION_V1
 
@@ -114,7 +114,7 @@ class Settings:
     def default_timeout_seconds(self) -> float:
         problem = ""
         try:
-            return parse_duration(self.default_timeout)
+            return entry_timeout(self.default_timeout)  # a Go duration, > 0 and <= 24h
         except ValueError as exc:
             problem = str(exc)
         raise ConfigError(problem, source="CPCREDS_DEFAULT_TIMEOUT")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from .._durations import duration_ns, format_duration
 from .._parse import DocumentError, load_document
 from ..errors import CredentialError
 
@@ -240,102 +241,21 @@ class CredentialProviderResponse:
 
 # -- durations --------------------------------------------------------------------------------
 
-_NANOSECONDS: Final = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek small letter mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-_MAX_NANOSECONDS: Final = (1 << 63) - 1  # Go's time.Duration is an int64 of nanoseconds
-_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
-#: Longer than any valid duration ("-2562047h47m16.854775807s" is 25 characters) by a margin.
-_MAX_DURATION_CHARS = 64
-
-
-def _duration_ns(text: str) -> int:
-    problem = f"{_shown(text)} is not a duration (Go syntax, e.g. 1h0m0s, 90s, 0)"
-    if not isinstance(text, str) or not text or len(text) > _MAX_DURATION_CHARS:
-        raise ProtocolError(problem)
-    rest, sign = text, 1
-    if rest[0] in "+-":
-        sign, rest = (-1 if rest[0] == "-" else 1), rest[1:]
-    if rest == "0":
-        return 0
-    if not rest:
-        raise ProtocolError(problem)
-    total = 0
-    position = 0
-    while position < len(rest):
-        match = _DURATION_PART.match(rest, position)
-        assert match is not None  # every group may be empty
-        whole, fraction, unit = match.group(1), match.group(2) or "", match.group(3)
-        if not whole and not fraction or unit not in _NANOSECONDS or match.end() == position:
-            raise ProtocolError(problem)
-        scale = _NANOSECONDS[unit]
-        # Exact integer arithmetic; Go's float rounding of the fraction is below a nanosecond.
-        total += int(whole or "0") * scale
-        if fraction:
-            total += int(fraction) * scale // 10 ** len(fraction)
-        if total > _MAX_NANOSECONDS + (1 if sign < 0 else 0):
-            raise ProtocolError(f"{_shown(text)} is longer than a Go duration can be")
-        position = match.end()
-    return sign * total
-
-
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration string (``"1h0m0s"`` is 3600.0, ``"1.5s"`` 1.5, ``"-1m"`` -60.0).
 
-    The syntax is Go's ``time.ParseDuration``: an optional sign, then one or more decimal numbers
-    each with a unit (``ns``, ``us``/``µs``, ``ms``, ``s``, ``m``, ``h``), or ``"0"``. Raises
-    :class:`ProtocolError` for anything else, including values beyond Go's ±292 years.
+    The syntax is Go's ``time.ParseDuration`` (:func:`cpcreds._durations.duration_ns`, the one
+    parser of the package): an optional sign, then one or more decimal numbers each with a unit
+    (``ns``, ``us``/``µs``, ``ms``, ``s``, ``m``, ``h``), or ``"0"``. Raises
+    :class:`ProtocolError` (a ``ValueError``) for anything else, including values beyond Go's
+    ±292 years.
     """
-    return _duration_ns(text) / 1e9
-
-
-def _fraction(value: int, digits: int) -> tuple[str, int]:
-    """(".fraction" without trailing zeros or "", the integer part) of value / 10**digits."""
-    whole, rest = divmod(value, 10**digits)
-    text = f"{rest:0{digits}d}".rstrip("0")
-    return (f".{text}" if text else ""), whole
-
-
-def format_duration(seconds: float) -> str:
-    """A duration as Go's ``Duration.String()`` writes it: ``3600`` is ``"1h0m0s"``, ``1.5`` is
-    ``"1.5s"``, ``0.002`` is ``"2ms"``, ``0`` is ``"0s"``. Rounded to the nanosecond;
-    :func:`parse_duration` reads it back. Raises ``ValueError`` outside Go's range."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        raise ValueError("a duration must be a finite number of seconds")
-    nanoseconds = round(seconds * 1_000_000_000) if isinstance(seconds, float) else seconds * 1_000_000_000
-    limit = _MAX_NANOSECONDS + (1 if nanoseconds < 0 else 0)
-    if abs(nanoseconds) > limit:
-        # A float of seconds cannot hold Go's extremes exactly: within its precision, clamp.
-        if abs(nanoseconds) > limit * (1 + 1e-12):
-            raise ValueError("a duration must be within Go's ±292 years")
-        nanoseconds = limit if nanoseconds > 0 else -limit
-    sign, value = ("-" if nanoseconds < 0 else ""), abs(nanoseconds)
-    if value == 0:
-        return "0s"
-    if value < 1_000:
-        return f"{sign}{value}ns"
-    if value < 1_000_000:
-        fraction, whole = _fraction(value, 3)
-        return f"{sign}{whole}{fraction}\u00b5s"
-    if value < 1_000_000_000:
-        fraction, whole = _fraction(value, 6)
-        return f"{sign}{whole}{fraction}ms"
-    fraction, whole_seconds = _fraction(value, 9)
-    text = f"{whole_seconds % 60}{fraction}s"
-    minutes = whole_seconds // 60
-    if minutes:
-        text = f"{minutes % 60}m{text}"
-        hours = minutes // 60
-        if hours:
-            text = f"{hours}h{text}"
-    return sign + text
+    problem = ""
+    try:
+        return duration_ns(text) / 1e9
+    except ValueError as exc:
+        problem = str(exc)
+    raise ProtocolError(problem)
 
 
 # -- requests ---------------------------------------------------------------------------------
