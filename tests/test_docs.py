@@ -27,16 +27,25 @@ Comments on the line before a block:
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Queue
+from typing import Any
 
 import pytest
+import yaml
 
 sybil = pytest.importorskip("sybil", reason="pip install -e '.[test]' (sybil runs the docs' examples)")
 
@@ -73,22 +82,66 @@ VOLATILE = [
 ]
 
 
-class Page:
-    """The state one page's blocks share: the copy of the repository, the shell's state."""
+class Workspace:
+    """A copy of the repository, made once per session and put back as it was after each page:
+    a page's blocks write files and folders into it (``# NAME.yaml`` blocks, ``mkdir``, caches)."""
 
     def __init__(self, base: Path) -> None:
         self.root = base / "cpcreds"
-        self.home = base / "home"
-        self.state = base / "shell"
         shutil.copytree(ROOT, self.root, ignore=NOT_COPIED, symlinks=True)
         # ``.venv/bin/python`` works in the copy as in the clone.
         (self.root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+        self.files = {path: self._stamp(path) for path in self._walk()}
+
+    def _walk(self) -> Iterator[Path]:
+        for folder, folders, files in os.walk(self.root):
+            folders[:] = [name for name in folders if not (folder == str(self.root) and name == ".venv")]
+            for name in [*files, *(d for d in folders if os.path.islink(os.path.join(folder, d)))]:
+                yield Path(folder, name)
+
+    @staticmethod
+    def _stamp(path: Path) -> tuple[int, int, int]:
+        stat = path.lstat()
+        return stat.st_size, stat.st_mtime_ns, stat.st_mode
+
+    def reset(self) -> None:
+        """Removes what a page added, restores what it changed or removed: only those files."""
+        seen = set()
+        for path in list(self._walk()):
+            seen.add(path)
+            if path not in self.files:
+                path.unlink()
+            elif self._stamp(path) != self.files[path]:
+                path.unlink()
+                shutil.copy2(ROOT / path.relative_to(self.root), path, follow_symlinks=False)
+        for path in self.files.keys() - seen:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / path.relative_to(self.root), path, follow_symlinks=False)
+        for folder, folders, _files in os.walk(self.root, topdown=False):
+            for name in folders:
+                path = Path(folder, name)
+                if not path.is_symlink() and path != self.root / ".venv" and not any(path.iterdir()) and not (ROOT / path.relative_to(self.root)).is_dir():
+                    path.rmdir()
+
+
+class Page:
+    """The state one page's blocks share: a workspace, HOME, the shell's state, the setups."""
+
+    def __init__(self, workspace: Workspace, base: Path) -> None:
+        self.root = workspace.root
+        self.home = base / "home"
+        self.state = base / "shell"
         self.home.mkdir()
         self.state.mkdir()
         (self.state / "cwd").write_text(str(self.root))
         (self.state / "env").write_text("")
         self.last_status = 0
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("CPCREDS_", "XDG_", "KUBE", "PYTEST", "COV_"))}
+        #: (shown, actual) pairs: a setup's fake where the page shows the real thing. Commands and
+        #: the files a page writes get the actual value, output shows the shown one.
+        self.replacements: list[tuple[str, str]] = []
+        #: The Kubernetes objects of the page's ``# NAME.yaml`` blocks, in order.
+        self.objects: list[dict[str, Any]] = []
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("CPCREDS_", "XDG_", "KUBE", "PYTEST", "COV_", "GOOGLE_", "GCE_", "SPIFFE_", "CLOUDSDK_"))}
         self.env.update(
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             HOME=str(self.home),
@@ -100,17 +153,30 @@ class Page:
             PYTHONUNBUFFERED="1",
         )
 
+    def actual(self, text: str) -> str:
+        """``text`` of the page (a command, a file) as it runs here."""
+        text = text.replace(SHOWN_ROOT, str(self.root))
+        for shown, actual in self.replacements:
+            text = text.replace(shown, actual)
+        return text
+
     def shown(self, text: str) -> str:
         """``text`` as the page shows it: the copy's root and HOME by their placeholders."""
+        for shown, actual in self.replacements:
+            text = text.replace(actual, shown)
         text = text.replace(sys.prefix, f"{SHOWN_ROOT}/.venv")
         return text.replace(str(self.root), SHOWN_ROOT).replace(str(self.home), SHOWN_HOME)
+
+    @property
+    def cwd(self) -> Path:
+        return Path((self.state / "cwd").read_text().strip())
 
     def run(self, command: str, stdin: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
         """Runs ``command`` with bash where the previous command left off (``env`` added to its
         environment); its status and output."""
         # The venv is shared with the clone: a page's install command would replace its packages.
         assert not re.search(r"\bpip\b.*\binstall\b", command), f"{command!r} installs packages: mark it <!-- not run: ... -->"
-        command = command.replace(SHOWN_ROOT, str(self.root))
+        command = self.actual(command)
         # A block's own environment (its setups) is set after the page's shell state is restored,
         # and left out of the state kept for the next block.
         setups = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in (env or {}).items())
@@ -173,12 +239,19 @@ def session(source: str) -> Iterator[tuple[str, list[str]]]:
         yield command, output
 
 
+def checked(example: Example, printed: str) -> str:
+    """``printed``, after the block's setups have checked it (their own assertions)."""
+    for check in example.namespace.get("checks", ()):
+        check(printed)
+    return printed
+
+
 def run_console(example: Example) -> None:
     page: Page = example.namespace["page"]
     env = example.namespace.get("env")
     for command, expected in session(example.parsed):
         status, printed = page.run(command, env=env)
-        actual = printed.splitlines()
+        actual = checked(example, printed).splitlines()
         if not matches(expected, actual):
             raise AssertionError(f"$ {command}\nexit status {status}, printed:\n{printed}\nthe page shows:\n" + "\n".join(expected))
 
@@ -187,22 +260,43 @@ def run_sh(example: Example) -> None:
     page: Page = example.namespace["page"]
     status, printed = page.run(example.parsed, env=example.namespace.get("env"))
     assert status == 0, f"{example.parsed}\nexit status {status}:\n{printed}"
+    checked(example, printed)
 
 
-def run_python(example: Example) -> None:
+def written_file(example: Example, pattern: str) -> Path | None:
+    """Saves a block whose first line is ``# NAME`` (``NAME`` matching ``pattern``) as NAME in the
+    current folder, as the page's reader would; its path, or None for another block."""
     page: Page = example.namespace["page"]
     source: str = example.parsed
     first = source.splitlines()[0] if source.strip() else ""
-    written = re.fullmatch(r"# ([\w./-]+\.py)", first)
-    if written:
-        cwd = Path((page.state / "cwd").read_text().strip())
-        (cwd / written.group(1)).write_text(source, encoding="utf-8")
+    written = re.fullmatch(rf"# ({pattern})", first)
+    if not written:
+        return None
+    path = page.cwd / written.group(1)
+    path.write_text(page.actual(source), encoding="utf-8")
+    return path
+
+
+def run_python(example: Example) -> None:
+    if written_file(example, r"[\w./-]+\.py"):
         return
-    status, printed = page.run("python -", stdin=source, env=example.namespace.get("env"))
+    page: Page = example.namespace["page"]
+    status, printed = page.run("python -", stdin=example.parsed, env=example.namespace.get("env"))
     assert status == 0, f"python block exited {status}:\n{printed}"
+    checked(example, printed)
 
 
-PARSERS = [CodeBlockParser("console", run_console), CodeBlockParser("sh", run_sh), CodeBlockParser("python", run_python)]
+def write_yaml(example: Example) -> None:
+    """A ``# NAME.yaml`` block is a file the page's reader saves; other YAML blocks are shown only."""
+    path = written_file(example, r"[\w./-]+\.ya?ml")
+    if path:
+        page: Page = example.namespace["page"]
+        page.objects += [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(doc, dict) and "kind" in doc]
+
+
+PARSERS = [
+    CodeBlockParser("console", run_console), CodeBlockParser("sh", run_sh), CodeBlockParser("python", run_python), CodeBlockParser("yaml", write_yaml),
+]
 
 
 def comment_before(document: Document, start: int, pattern: re.Pattern[str]) -> re.Match[str] | None:
@@ -264,40 +358,207 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> Plugins:
     return Plugins(tmp_path_factory.mktemp("plugins"))
 
 
-#: What ``<!-- run with: ... -->`` may name.
-SETUPS = {
-    "envtoken": "the example provider of examples/cpcreds-envtoken, as if installed",
-    "broken": "a plugin package that fails to load (its module imports a package not installed)",
-    "fresh-cache": "an empty disk cache (~/.cache/cpcreds removed before the block)",
+#: The hub's address as the pages show it (the in-cluster service address of a hub).
+SHOWN_HUB = "https://10.96.0.1:443"
+#: The SPIRE agent's socket as the pages show it (where the SPIFFE CSI driver mounts it).
+SHOWN_SOCKET = "/spiffe-workload-api/spire-agent.sock"
+#: The identities the SPIRE agent fake holds for the pages' controller; the pages pick the second.
+SPIFFE_IDS = ["spiffe://example.org/ns/fleet-system/sa/other", "spiffe://example.org/ns/fleet-system/sa/fleet-controller"]
+#: The hub token the pages' hub kubeconfig holds, and the Role it is granted: providers-secretreader.md's
+#: rbac.yaml (get on secrets) in the namespaces of the pages' Secrets.
+HUB_DOCS_TOKEN = "docs-controller-token"
+
+
+class Fakes:
+    """The shared fakes of tests/fakes/, each started once per session when a page first needs it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[str, Any] = {}
+
+    def _get(self, name: str, start: Callable[[], Any]) -> Any:
+        with self._lock:
+            if name not in self._started:
+                self._started[name] = start()
+            return self._started[name]
+
+    def close(self) -> None:
+        for fake in self._started.values():
+            fake.stop()
+
+    @property
+    def hub(self) -> Any:
+        def start() -> Any:
+            from tests.fakes.hub import HubServer
+            from tests.fakes.pki import PKI
+
+            hub = HubServer(PKI()).start()
+            hub.grant(HUB_DOCS_TOKEN, user="system:serviceaccount:fleet-system:fleet-controller",
+                      namespaces=["fleet-system", "image-pull"], resources=["secrets"], verbs=["get"])
+            return hub
+
+        return self._get("hub", start)
+
+    @property
+    def spire_agent(self) -> Any:
+        from tests.fakes.spire import SpireAgent
+
+        return self._get("spire-agent", lambda: SpireAgent(identities=SPIFFE_IDS).start())
+
+    @property
+    def google(self) -> Any:
+        from tests.fakes.google import FakeMetadataServer
+
+        return self._get("google", lambda: FakeMetadataServer().start())
+
+
+@dataclass
+class Setup:
+    """What a setup gives the blocks that name it."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    #: (shown, actual) pairs for the whole page (see Page.replacements).
+    replacements: list[tuple[str, str]] = field(default_factory=list)
+    #: Called before each block that names the setup.
+    before: Callable[[], None] | None = None
+    #: Called with each output of those blocks: the setup's own assertions.
+    checks: list[Callable[[str], None]] = field(default_factory=list)
+
+
+def _fresh_cache(page: Page, context: Context) -> Setup:
+    return Setup(before=lambda: shutil.rmtree(page.home / ".cache" / "cpcreds", ignore_errors=True))
+
+
+def _package(name: str) -> Callable[[Page, Context], Setup]:
+    return lambda page, context: Setup(env=context.plugins.env({name}, page))
+
+
+def _hub(page: Page, context: Context) -> Setup:
+    hub = context.fakes.hub
+    kubeconfig = page.home / ".kube" / "hub.kubeconfig"
+    kubeconfig.parent.mkdir(exist_ok=True)
+    hub.write_kubeconfig(kubeconfig, HUB_DOCS_TOKEN, namespace="fleet-system")
+
+    def before() -> None:
+        for obj in page.objects:
+            if obj["kind"] == "Secret":
+                hub.put(obj)
+
+    return Setup(env={"KUBECONFIG": str(kubeconfig)}, replacements=[(SHOWN_HUB, hub.url)], before=before)
+
+
+def _spire_agent(page: Page, context: Context) -> Setup:
+    agent = context.fakes.spire_agent
+
+    def tokens_are_the_agents(printed: str) -> None:
+        # Each JWT-SVID printed is one the agent signed, for the audience it names and one of its identities.
+        for token in re.findall(r"eyJ[\w-]+\.[\w-]+\.[\w-]+", printed):
+            payload = token.split(".")[1]
+            audience = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["aud"]
+            claims = agent.verify(token, audience[0] if isinstance(audience, list) else audience)
+            assert claims is not None and claims["sub"] in SPIFFE_IDS, f"the agent did not issue {token[:20]}..."
+
+    return Setup(replacements=[(f"unix://{SHOWN_SOCKET}", agent.address), (SHOWN_SOCKET, str(agent.socket_path))], checks=[tokens_are_the_agents])
+
+
+def _google(page: Page, context: Context) -> Setup:
+    return Setup(env={"GCE_METADATA_HOST": context.fakes.google.host, "CLOUDSDK_CONFIG": str(page.home / "gcloud")})
+
+
+@dataclass
+class Context:
+    plugins: Plugins
+    fakes: Fakes
+
+
+#: What ``<!-- run with: ... -->`` may name: what it gives the block, and how.
+SETUPS: dict[str, tuple[str, Callable[[Page, Context], Setup]]] = {
+    "envtoken": ("the example provider of examples/cpcreds-envtoken, as if installed", _package("envtoken")),
+    "broken": ("a plugin package that fails to load (its module imports a package not installed)", _package("broken")),
+    "fresh-cache": ("an empty disk cache (~/.cache/cpcreds removed before the block)", _fresh_cache),
+    "hub": (
+        f"the hub fake (tests/fakes/hub.py) as {SHOWN_HUB}, holding the Secrets of the page's # NAME.yaml blocks; KUBECONFIG "
+        "is ~/.kube/hub.kubeconfig, the service account fleet-system/fleet-controller allowed what rbac.yaml grants",
+        _hub,
+    ),
+    "spire-agent": (
+        f"the SPIRE agent fake (tests/fakes/spire.py) at {SHOWN_SOCKET}, holding two identities of fleet-system; every JWT "
+        "printed must be one it issued",
+        _spire_agent,
+    ),
+    "google": ("the GCE metadata server fake (tests/fakes/google.py) as the machine's: application default credentials", _google),
 }
 
 
-def setup_env(page: Page, plugins: Plugins, names: set[str]) -> dict[str, str]:
+def block_setups(document: Document, example: Example) -> set[str]:
+    marked = comment_before(document, example.region.start, RUN_WITH)
+    names = {n.strip() for n in marked.group("setups").split(",")} if marked else set()
     unknown = names - set(SETUPS)
-    assert not unknown, f"run with: unknown setups {sorted(unknown)}; known: {sorted(SETUPS)}"
-    if "fresh-cache" in names:
-        shutil.rmtree(page.home / ".cache" / "cpcreds", ignore_errors=True)
-    packages = names & set(plugins.paths)
-    return plugins.env(packages, page) if packages else {}
+    assert not unknown, f"line {example.line}: run with: unknown setups {sorted(unknown)}; known: {sorted(SETUPS)}"
+    return names
 
 
-@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_page_runs_as_shown(path: Path, tmp_path: Path, plugins: Plugins) -> None:
+def run_page(path: Path, workspace: Workspace, base: Path, context: Context) -> list[str]:
+    """Runs the blocks of the page at ``path`` in ``workspace``; what failed."""
     examples = runnable(path)
     if not examples:
-        return
-    page = Page(tmp_path)
+        return []
     document = examples[0].document
+    page = Page(workspace, base)
+    names = [block_setups(document, example) for example in examples]
+    setups = {name: SETUPS[name][1](page, context) for name in set().union(*names)}
+    page.replacements = [pair for setup in setups.values() for pair in setup.replacements]
     failures = []
-    for example in examples:
+    for example, used in zip(examples, names, strict=True):
         example.namespace["page"] = page
-        marked = comment_before(document, example.region.start, RUN_WITH)
-        names = {n.strip() for n in marked.group("setups").split(",")} if marked else set()
-        example.namespace["env"] = setup_env(page, plugins, names)
+        example.namespace["env"] = {name: value for setup in used for name, value in setups[setup].env.items()}
+        example.namespace["checks"] = [check for setup in used for check in setups[setup].checks]
         try:
+            for setup in used:
+                if setups[setup].before:
+                    setups[setup].before()
             example.evaluate()
         except AssertionError as failure:
             failures.append(f"{path.relative_to(ROOT)} line {example.line}:\n{failure}")
+    return failures
+
+
+#: Pages run side by side, each in a workspace of its own (their commands mostly wait on Python
+#: starting up, so a few at once use two cores well).
+WORKERS = 3
+
+
+@pytest.fixture(scope="session")
+def page_failures(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, plugins: Plugins) -> Iterator[dict[Path, list[str]]]:
+    """The failures of every page the session runs: the pages run together, once."""
+    selected = [item.callspec.params["path"] for item in request.session.items if getattr(item, "originalname", "") == "test_the_page_runs_as_shown"]
+    base = tmp_path_factory.mktemp("docs")
+    workspaces: Queue[Workspace] = Queue()
+    for number in range(min(WORKERS, len(selected)) or 1):
+        workspaces.put(Workspace(base / f"workspace{number}"))
+    fakes = Fakes()
+    context = Context(plugins, fakes)
+
+    def run(path: Path) -> list[str]:
+        workspace = workspaces.get()
+        try:
+            return run_page(path, workspace, Path(tempfile.mkdtemp(dir=base)), context)
+        finally:
+            workspace.reset()
+            workspaces.put(workspace)
+
+    # The longest pages first, so that no page is left to run alone at the end.
+    ordered = sorted(selected, key=lambda path: -path.read_text(encoding="utf-8").count("\n$ "))
+    try:
+        with ThreadPoolExecutor(WORKERS) as pool:
+            yield dict(zip(ordered, pool.map(run, ordered), strict=True))
+    finally:
+        fakes.close()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_page_runs_as_shown(path: Path, page_failures: dict[Path, list[str]]) -> None:
+    failures = page_failures[path]
     assert not failures, "\n\n".join(failures)
 
 
