@@ -65,8 +65,8 @@ class CredentialEngine:
     """Gets credentials for ClusterProfiles, cached per AccessPlan, refreshed ahead of expiry.
 
     ``config`` is a :class:`~cpcreds.ProviderConfig`; ``registry`` the provider types (default:
-    built-ins plus installed plugins); ``prometheus_registry`` where metrics go (default: the
-    process-wide one). ``max_concurrent_fetches`` bounds the fetches running at once and
+    built-ins plus installed plugins); ``prometheus_registry`` where metrics show (default: the
+    process's default metrics, see :mod:`cpcreds.metrics` and :func:`cpcreds.metrics.register`). ``max_concurrent_fetches`` bounds the fetches running at once and
     ``max_fetches_per_provider`` those of one access provider (see :mod:`cpcreds.workers`).
     Thread-safe and asyncio-safe; one engine per process is the usual setup. Use it as a context
     manager (``with`` or ``async with``) or call :meth:`close`.

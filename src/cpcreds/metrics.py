@@ -1,28 +1,37 @@
 """Prometheus metrics: KEP-541's exec-plugin metrics and KEP-5339's credential metrics.
 
-Metrics are created once per Prometheus registry, so several engines in one process share them.
-They are a no-op until someone asks for them: an engine given a registry counts into it; an
-engine given none counts into prometheus_client's default registry if the process has imported
-prometheus_client by the time the engine is built (an application that exposes or reads metrics
-has), and otherwise counts nothing and never imports it (``cpcreds get-credential``, a script). Labels carry provider names, result
-classes and exit codes only: never a token, a cluster URL or any other unbounded value.
+Counting never needs prometheus_client: every engine counts into plain in-process counters (a
+few integer additions per fetch), and prometheus_client is imported only when something reads
+them — a registry's scrape. Where the counts of an engine show:
+
+- an engine given ``prometheus_registry=registry`` counts into that registry's metrics (created
+  once per registry and shared by every engine given it; registered on it at once);
+- an engine given none counts into the process's *default* metrics. Those are registered on
+  prometheus_client's default ``REGISTRY`` when an engine is built in a process that has already
+  imported prometheus_client (an application that serves or reads metrics has), or by
+  :func:`register` at any time — before or after the engines are built, nothing counted is lost.
+  A one-shot command (``cpcreds get-credential``) never imports prometheus_client.
+
+Labels carry provider names, result classes and exit codes only: never a token, a cluster URL or
+any other unbounded value.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import sys
 import threading
 import weakref
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
-    from prometheus_client.core import CounterMetricFamily
+    from prometheus_client.metrics_core import Metric
 
-__all__ = ["Metrics", "NO_METRICS", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
+__all__ = ["Metrics", "register", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
 
 #: client-go's buckets for rest_client_exec_plugin_certificate_rotation_age (10 min .. 4 years).
 CERT_ROTATION_BUCKETS = (600, 1800, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000)
@@ -31,101 +40,216 @@ REQUEST_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 
 _by_registry: dict[int, Metrics] = {}
 _by_registry_lock = threading.Lock()
+_default: Metrics | None = None
+
+
+def register(registry: CollectorRegistry | None = None) -> None:
+    """Expose the default metrics (those of every engine built without ``prometheus_registry``)
+    in ``registry`` (default: prometheus_client's ``REGISTRY``). Counts made before the call are
+    included. Idempotent. Engines built later with ``prometheus_registry=registry`` count into
+    the same metrics. Raises ``ValueError`` if ``registry`` already holds metrics of its own (an
+    engine was given it before): they would be two sets of the same names."""
+    from prometheus_client import REGISTRY
+
+    registry = REGISTRY if registry is None else registry
+    default = _default_metrics()
+    with _by_registry_lock:
+        known = _by_registry.get(id(registry))
+        if known is default:
+            return
+        if known is not None:
+            raise ValueError("this registry already holds cpcreds metrics of its own")
+        registry.register(_Collector(default))
+        _by_registry[id(registry)] = default
+        if default.registry is None:
+            default.registry = registry
+
+
+def _default_metrics() -> Metrics:
+    global _default
+    with _by_registry_lock:
+        if _default is None:
+            _default = Metrics()
+        return _default
+
+
+class _Family:
+    """One metric family's plain counts: ``labels(*values)`` gives the child that counts one
+    label combination (as prometheus_client's families do), read at scrape time."""
+
+    __slots__ = ("kind", "name", "help", "labelnames", "buckets", "children", "lock", "function", "_single")
+
+    def __init__(self, kind: str, name: str, help: str, labelnames: tuple[str, ...] = (), buckets: tuple[float, ...] = ()) -> None:
+        self.kind, self.name, self.help, self.labelnames, self.buckets = kind, name, help, labelnames, buckets
+        self.children: dict[tuple[str, ...], _Child] = {}
+        self.lock = threading.Lock()
+        self.function: Any = None
+        # An unlabelled family has one child from the start (prometheus_client shows it at 0).
+        self._single = self.labels() if not labelnames else None
+
+    def labels(self, *values: Any) -> _Child:
+        key = tuple(str(value) for value in values)
+        child = self.children.get(key)
+        if child is None:
+            if len(key) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}")
+            with self.lock:
+                child = self.children.setdefault(key, _Child(self))
+        return child
+
+    # An unlabelled family is used as its own child.
+    def inc(self, amount: float = 1) -> None:
+        self._single.inc(amount)  # type: ignore[union-attr]
+
+    def dec(self, amount: float = 1) -> None:
+        self._single.inc(-amount)  # type: ignore[union-attr]
+
+    def set(self, value: float) -> None:
+        self._single.set(value)  # type: ignore[union-attr]
+
+    def observe(self, value: float) -> None:
+        self._single.observe(value)  # type: ignore[union-attr]
+
+    def set_function(self, function: Any) -> None:
+        self.function = function
+
+
+class _Child:
+    """The counts of one label combination: a value, or a histogram's bucket counts and sum."""
+
+    __slots__ = ("family", "value", "counts", "created")
+
+    def __init__(self, family: _Family) -> None:
+        self.family = family
+        self.value = 0.0
+        self.counts = [0] * (len(family.buckets) + 1) if family.kind == "histogram" else None
+        self.created = time.time()
+
+    def inc(self, amount: float = 1) -> None:
+        with self.family.lock:  # += on an attribute is not atomic across threads
+            self.value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        self.inc(-amount)
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def observe(self, value: float) -> None:
+        index = bisect.bisect_left(self.family.buckets, value)  # le: the first bound >= value
+        with self.family.lock:
+            self.counts[index] += 1  # type: ignore[index]
+            self.value += value
 
 
 class Metrics:
-    """The metric families, bound to one registry. Get it with :meth:`for_registry`."""
+    """The metric families of one registry (or of the default metrics); get them with
+    :meth:`for_registry`. Counting is plain arithmetic; see the module's docstring."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
-
-        self.registry = registry
-        self.exec_plugin_calls = Counter(
+    def __init__(self) -> None:
+        #: The registry these metrics were first registered on (None: not registered yet).
+        self.registry: CollectorRegistry | None = None
+        self.exec_plugin_calls = _Family(
+            "counter",
             "rest_client_exec_plugin_call_total",
             "Number of calls to an exec plugin, partitioned by the type of event encountered "
             "(no_error, plugin_execution_error, plugin_not_found_error, client_internal_error) and an "
             "optional exit code. The exit code will be set to 0 if and only if the plugin call was successful.",
-            ["code", "call_status"],
-            registry=registry,
+            ("code", "call_status"),
         )
-        self.certificate_rotation_age = Histogram(
+        self.certificate_rotation_age = _Family(
+            "histogram",
             "rest_client_exec_plugin_certificate_rotation_age",
             "Histogram of the number of seconds the last auth exec plugin client certificate lived before being rotated.",
             buckets=CERT_ROTATION_BUCKETS,
-            registry=registry,
         )
-        self.certificate_ttl = Gauge(
+        self.certificate_ttl = _Family(
+            "gauge",
             "rest_client_exec_plugin_ttl_seconds",
             "Gauge of the shortest TTL (time-to-live) of the client certificate(s) managed by the auth exec "
             "plugin. The value is in seconds until certificate expiry (negative if already expired). If auth "
             "exec plugins are unused or manage no TLS certificates, the value will be +INF.",
-            registry=registry,
         )
-        self.requests = Counter(
+        self.requests = _Family(
+            "counter",
             "cpcreds_credential_requests",
             "Credential obtentions (provider calls), by access provider and result "
             "(success, or the error class: plugin_not_found, plugin_execution_error, plugin_timeout, "
             "plugin_output_error, provider_error, client_internal_error).",
-            ["provider", "result"],
-            registry=registry,
+            ("provider", "result"),
         )
-        self.request_duration = Histogram(
+        self.request_duration = _Family(
+            "histogram",
             "cpcreds_credential_request_duration_seconds",
             "Latency of credential obtention (one provider call), by access provider.",
-            ["provider"],
+            ("provider",),
             buckets=REQUEST_DURATION_BUCKETS,
-            registry=registry,
         )
         # Plugin policy decisions (issue: which plugins may run). client-go's family counts every
         # check as allowed or denied; cpcreds' own says which provider and why.
-        self.plugin_policy_calls = Counter(
+        self.plugin_policy_calls = _Family(
+            "counter",
             "rest_client_exec_plugin_policy_call_total",
             "Number of exec plugin policy checks, partitioned by whether the plugin was allowed or denied.",
-            ["status"],
-            registry=registry,
+            ("status",),
         )
-        self.plugin_policy = Counter(
+        self.plugin_policy = _Family(
+            "counter",
             "cpcreds_plugin_policy",
             "pluginPolicy decisions, by access provider and decision (allowed, allowed_pinned, denied, "
             "not_allowlisted, interpreter, digest_mismatch, unreadable).",
-            ["provider", "decision"],
-            registry=registry,
+            ("provider", "decision"),
         )
-        self.failovers = Counter(
+        self.failovers = _Family(
+            "counter",
             "cpcreds_failover",
             "Times a ClusterProfile's credential started coming from a later provider than before (failover: true), "
             "by the provider failed over from, the one failed over to, and the class of the failure of the former "
             "(plugin_not_found, plugin_timeout, provider_timeout, plugin_execution_error, plugin_output_error, "
             "provider_error, profile_error).",
-            ["from_provider", "to_provider", "reason"],
-            registry=registry,
+            ("from_provider", "to_provider", "reason"),
+        )
+        self.cache_entries = _Family(
+            "gauge", "cpcreds_credential_cache_entries", "Credentials currently cached (all engines of the process)."
         )
         self._policy_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._lookup_sources: weakref.WeakSet[Any] = weakref.WeakSet()
         self._retired_lookups: dict[tuple[str, str], int] = {}
-        registry.register(_LookupCollector(self))
-        self.cache_entries = Gauge(
-            "cpcreds_credential_cache_entries", "Credentials currently cached (all engines of the process).", registry=registry
-        )
         self._cert_expiries: dict[int, dict[Any, datetime]] = {}
         self._lock = threading.Lock()
         self.certificate_ttl.set_function(self._shortest_certificate_ttl)
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry | None = None) -> Metrics:
-        """The metrics of ``registry``; with None, of prometheus_client's default registry if
-        the process has imported prometheus_client, else :data:`NO_METRICS` (see the module's
-        docstring)."""
+        """The metrics of ``registry`` (made and registered on it the first time); with None,
+        the default metrics, registered on prometheus_client's ``REGISTRY`` if the process has
+        imported prometheus_client (see the module's docstring)."""
         if registry is None:
-            prometheus = sys.modules.get("prometheus_client")
-            if prometheus is None:
-                return NO_METRICS
-            registry = prometheus.REGISTRY
+            default = _default_metrics()
+            if "prometheus_client" in sys.modules:
+                register()
+            return default
         with _by_registry_lock:
             metrics = _by_registry.get(id(registry))
             if metrics is None:
-                metrics = _by_registry[id(registry)] = cls(registry)
+                metrics = cls()
+                metrics.registry = registry
+                registry.register(_Collector(metrics))
+                _by_registry[id(registry)] = metrics
             return metrics
+
+    def families(self) -> tuple[_Family, ...]:
+        return (
+            self.exec_plugin_calls,
+            self.certificate_rotation_age,
+            self.certificate_ttl,
+            self.requests,
+            self.request_duration,
+            self.plugin_policy_calls,
+            self.plugin_policy,
+            self.failovers,
+            self.cache_entries,
+        )
 
     # -- plugin policy ---------------------------------------------------------------------
 
@@ -195,82 +319,56 @@ class Metrics:
             self.certificate_rotation_age.observe(max(0.0, time.time() - old_not_before.timestamp()))
 
 
-class _LookupCollector:
-    """cpcreds_credential_cache_lookups_total, summed from the engines at scrape time.
-
-    A cache hit is the hottest path of the library; a plain integer increment under the lock the
-    engine already holds costs a fraction of a prometheus_client ``inc()``.
-    """
+class _Collector:
+    """A prometheus_client collector over one :class:`Metrics`: builds the families from the
+    plain counts at scrape time (the only place prometheus_client is imported)."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def describe(self) -> list[CounterMetricFamily]:
-        return [self._family()]
+    def describe(self) -> list[Metric]:
+        return list(self._families(with_samples=False))
 
-    def _family(self) -> CounterMetricFamily:
-        from prometheus_client.core import CounterMetricFamily
+    def collect(self) -> Iterator[Metric]:
+        return self._families(with_samples=True)
 
-        return CounterMetricFamily(
+    def _families(self, *, with_samples: bool) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        metrics = self._metrics
+        for family in metrics.families():
+            labels = list(family.labelnames)
+            with family.lock:
+                children = [(key, child.value, list(child.counts or ()), child.created) for key, child in family.children.items()]
+            if family.kind == "counter":
+                out: Any = CounterMetricFamily(family.name, family.help, labels=labels)
+                for key, value, _, created in children if with_samples else ():
+                    out.add_metric(list(key), value, created=created)
+            elif family.kind == "gauge":
+                out = GaugeMetricFamily(family.name, family.help, labels=labels)
+                for key, value, _, _ in children if with_samples else ():
+                    out.add_metric(list(key), family.function() if family.function is not None else value)
+            else:
+                out = HistogramMetricFamily(family.name, family.help, labels=labels)
+                bounds = [floatToGoString(bound) for bound in family.buckets] + ["+Inf"]
+                for key, total, counts, created in children if with_samples else ():
+                    cumulative, running = [], 0
+                    for bound, count in zip(bounds, counts):
+                        running += count
+                        cumulative.append((bound, running))
+                    out.add_metric(list(key), cumulative, total)
+                    out.add_sample(family.name + "_created", dict(zip(labels, key)), created)
+            yield out
+        lookups = CounterMetricFamily(
             "cpcreds_credential_cache_lookups",
             "get_credential calls answered from the cache (hit), by a fetch the caller waited for (miss), "
             "or with the last error while backing off (backoff).",
             labels=["provider", "result"],
         )
-
-    def collect(self) -> list[CounterMetricFamily]:
-        family = self._family()
-        for (provider, result), value in sorted(self._metrics.lookup_totals().items()):
-            family.add_metric([provider, result], value)
-        return [family]
-
-
-class _NoFamily:
-    """A metric family (and its labelled children) that counts nothing."""
-
-    def labels(self, *_values: Any, **_named: Any) -> _NoFamily:
-        return self
-
-    def inc(self, _amount: float = 1) -> None:
-        pass
-
-    dec = set = observe = inc
-
-    def set_function(self, _function: Any) -> None:
-        pass
-
-
-class _NoMetrics(Metrics):
-    """:class:`Metrics` that count nothing and need no prometheus_client."""
-
-    def __init__(self) -> None:  # no registry, no families: every family is a _NoFamily
-        self.registry = None  # type: ignore[assignment]
-        nothing = _NoFamily()
-        self.exec_plugin_calls = self.certificate_rotation_age = self.certificate_ttl = nothing  # type: ignore[assignment]
-        self.requests = self.request_duration = self.plugin_policy_calls = self.plugin_policy = nothing  # type: ignore[assignment]
-        self.failovers = self.cache_entries = nothing  # type: ignore[assignment]
-
-    def count_policy_decision(self, provider: str, decision: str) -> None:
-        pass
-
-    def track_certificate(self, owner: int, key: Any, not_after: datetime | None) -> None:
-        pass
-
-    def forget_owner(self, owner: int) -> None:
-        pass
-
-    def watch_lookups(self, engine: Any) -> None:
-        pass
-
-    def retire_lookups(self, engine: Any) -> None:
-        pass
-
-    def lookup_totals(self) -> dict[tuple[str, str], int]:
-        return {}
-
-    def observe_rotation(self, old_not_before: datetime | None) -> None:
-        pass
-
-
-#: What an engine counts into when nobody asked for metrics (see the module's docstring).
-NO_METRICS: Metrics = _NoMetrics()
+        if with_samples:
+            # A cache hit is the hottest path of the library: the engines count lookups in plain
+            # integers under the lock they already hold, summed here.
+            for (provider, result), value in sorted(metrics.lookup_totals().items()):
+                lookups.add_metric([provider, result], value)
+        yield lookups
