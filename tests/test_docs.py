@@ -73,6 +73,8 @@ VOLATILE = [
     (re.compile(r"\b\d+\.\d+ ?(?:ms|s)\b|\b\d+ ?ms\b"), "<duration>"),
     (re.compile(r"\b(demo\.[\w-]+\.[\w-]+)\.[A-Za-z0-9_-]{32}"), r"\1.<random>"),
     (re.compile(r"\bpid \d+"), "pid <pid>"),
+    # A Google access token (the pages shorten real ones with ``...``).
+    (re.compile(r"\bya29\.[\w.-]+"), "ya29.<token>"),
     # ``ls -l``'s links, owner, group, size and time; a disk-cache file's name (from the key).
     (re.compile(r"^([-dl][rwxst-]{9}) +\d+ +\S+ +\S+ +\d+ +\w{3} +\d+ +[\d:]+ ", re.M), r"\1 <ls -l> "),
     (re.compile(r"\b[0-9a-f]{16}-<sha256>\.cred\b"), "<key>.cred"),
@@ -367,6 +369,8 @@ SPIFFE_IDS = ["spiffe://example.org/ns/fleet-system/sa/other", "spiffe://example
 #: The hub token the pages' hub kubeconfig holds, and the Role it is granted: providers-secretreader.md's
 #: rbac.yaml (get on secrets) in the namespaces of the pages' Secrets.
 HUB_DOCS_TOKEN = "docs-controller-token"
+#: The service account providers-gcp.md's providers.yaml impersonates.
+GCP_READER = "fleet-reader@my-project.iam.gserviceaccount.com"
 
 
 class Fakes:
@@ -406,10 +410,32 @@ class Fakes:
         return self._get("spire-agent", lambda: SpireAgent(identities=SPIFFE_IDS).start())
 
     @property
-    def google(self) -> Any:
-        from tests.fakes.google import FakeMetadataServer
+    def google(self) -> tuple[Any, Any, Path]:
+        """The GCE metadata server, Google's APIs (its HTTPS proxy) and the file of their CA."""
 
-        return self._get("google", lambda: FakeMetadataServer().start())
+        def start() -> Any:
+            from tests.fakes.google import FakeGoogle, FakeMetadataServer
+
+            metadata, google = FakeMetadataServer().start(), FakeGoogle().start()
+            google.trust(metadata)
+            # providers-gcp.md's providers.yaml: the node's service account impersonates fleet-reader.
+            google.allow_impersonation(metadata.email, GCP_READER)
+            ca = google.write_ca(Path(tempfile.mkdtemp()) / "google-ca.pem")
+            return _Started([metadata, google], (metadata, google, ca))
+
+        return self._get("google", start).value
+
+
+@dataclass
+class _Started:
+    """Fakes started together, stopped together."""
+
+    fakes: list[Any]
+    value: Any
+
+    def stop(self) -> None:
+        for fake in self.fakes:
+            fake.stop()
 
 
 @dataclass
@@ -462,7 +488,8 @@ def _spire_agent(page: Page, context: Context) -> Setup:
 
 
 def _google(page: Page, context: Context) -> Setup:
-    return Setup(env={"GCE_METADATA_HOST": context.fakes.google.host, "CLOUDSDK_CONFIG": str(page.home / "gcloud")})
+    metadata, google, ca = context.fakes.google
+    return Setup(env={"GCE_METADATA_HOST": metadata.host, "HTTPS_PROXY": google.url, "REQUESTS_CA_BUNDLE": str(ca)})
 
 
 @dataclass
@@ -486,7 +513,11 @@ SETUPS: dict[str, tuple[str, Callable[[Page, Context], Setup]]] = {
         "printed must be one it issued",
         _spire_agent,
     ),
-    "google": ("the GCE metadata server fake (tests/fakes/google.py) as the machine's: application default credentials", _google),
+    "google": (
+        "the GCE metadata server fake (tests/fakes/google.py) as the machine's (application default credentials), Google's "
+        f"APIs faked behind HTTPS_PROXY; the machine's service account may impersonate {GCP_READER}",
+        _google,
+    ),
 }
 
 
@@ -584,6 +615,23 @@ def test_every_block_not_run_says_why() -> None:
             if "not run" in line and line.lstrip().startswith("<!--"):
                 found = NOT_RUN.search(line)
                 assert found and found.group("reason"), f"{path.relative_to(ROOT)}: {line!r} gives no reason"
+
+
+def test_the_gcp_pages_document_every_option() -> None:
+    gcp = pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
+    options = {field.alias or name for name, field in gcp.GcpOptions.model_fields.items()}
+    for page in (ROOT / "docs" / "providers-gcp.md", ROOT / "plugins-contrib" / "gcp" / "README.md"):
+        table = page.read_text(encoding="utf-8").split("## Options", 1)[1].split("\n## ", 1)[0]
+        assert set(re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)) == options, page.name
+
+
+def test_the_gcp_readme_shows_the_guides_example() -> None:
+    def block(page: Path, marker: str) -> str:
+        [found] = [b for b in re.findall(r"```yaml\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL) if b.startswith(marker)]
+        return found
+
+    for marker in ("# providers.yaml", "# gke-1.yaml", "# kubeconfig"):
+        assert block(ROOT / "docs" / "providers-gcp.md", marker) == block(ROOT / "plugins-contrib" / "gcp" / "README.md", marker)
 
 
 def test_no_page_shows_a_path_of_one_machine() -> None:
