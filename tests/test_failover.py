@@ -34,7 +34,7 @@ from cpcreds import (
 from cpcreds.access import resolve_chain
 from cpcreds.engine import BackoffPolicy
 from cpcreds.logs import configure_logging
-from cpcreds.serve.inventory import Change
+from cpcreds.fleet.inventory import Change
 from cpcreds.serve.keeper import Keeper
 from cpcreds.serve.status import StatusBoard
 from tests.fakes.builders import access_provider, cluster_profile, exec_config

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from cpcreds.errors import ConfigError
-from cpcreds.serve.inventory import DirectorySource
+from cpcreds.fleet.inventory import DirectorySource
 from cpcreds.serve.kubeconfigs import file_stem
 from cpcreds.serve.settings import ServeSettings
 from tests.fakes import mint

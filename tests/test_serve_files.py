@@ -21,7 +21,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpcreds.serve.inventory import profile_key
+from cpcreds.fleet.inventory import profile_key
 from cpcreds.serve.kubeconfigs import MERGED_NAME, file_stem
 from tests.fakes.builders import access_provider, cluster_profile
 from tests.test_serve_process import CPCREDS, Serve

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cpcreds.serve.hub import HubSource
-from cpcreds.serve.inventory import Change
+from cpcreds.fleet.hub import HubOptions, HubSource
+from cpcreds.fleet.inventory import Change
 from cpcreds.serve.settings import ServeSettings
 from tests.fakes import mint
 from tests.fakes.builders import access_provider, cluster_profile
@@ -77,7 +77,7 @@ def test_the_hub_source_relists_when_its_resource_version_is_gone(hub: Any, tmp_
     for name in ("stays", "goes"):
         hub.put(mint_profile(name))
     kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
-    source = HubSource(ServeSettings.load({"hub_kubeconfig": str(kubeconfig)}, {}), watch_seconds=1)
+    source = HubSource(HubOptions(kubeconfig=kubeconfig), watch_seconds=1)
     seen: list[Change] = []
     listed = threading.Event()
 

@@ -23,7 +23,7 @@ from ..engine import CredentialEngine
 from ..errors import CredentialError, NoMatchingProvider
 from ..logs import get_logger
 from ..policies import BackoffPolicy
-from .inventory import Change
+from ..fleet.inventory import Change
 from .status import ClusterStatus, ProbeResult, StatusBoard, control_plane_healthy
 
 __all__ = ["Keeper"]

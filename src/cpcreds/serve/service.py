@@ -2,7 +2,7 @@
 endpoints, wired together, with reload (SIGHUP, config file change) and graceful shutdown
 (SIGTERM/SIGINT within ``shutdownTimeout``).
 
-How one profile flows: a source reports it in a :class:`~cpcreds.serve.inventory.Change`; the
+How one profile flows: a source reports it in a :class:`~cpcreds.fleet.inventory.Change`; the
 service remembers it (so a reload can start over) and hands the change to the keeper; the keeper
 resolves it through the engine, tells the kubeconfig writer, and runs its fetch/refresh task;
 the HTTP thread reads the status board.
@@ -27,7 +27,7 @@ from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
-from .inventory import Change, DirectorySource
+from ..fleet.inventory import Change, DirectorySource
 from .keeper import Keeper
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
@@ -43,9 +43,6 @@ _log = get_logger("cpcreds.serve")
 DEFAULT_PROFILES_DIR = "clusterprofiles"
 #: The engine's cache bound under serve (a runaway inventory stops growing memory here).
 _MAX_ENTRIES = 1_000_000
-#: A full rescan of the folder (a stat per file, catching in-place edits) uses at most about
-#: this share of a CPU; in between, the folder's own mtime catches added, removed and renamed files.
-_SCAN_CPU_SHARE = 0.01
 
 
 class Service:
@@ -234,26 +231,21 @@ class Service:
 
     async def _source(self) -> None:
         if self.settings.source == "hub":
-            from .hub import HubSource
+            from ..fleet.hub import HubOptions, HubSource
 
-            hub = HubSource(self.settings)
-            await hub.run(self._changes.put_nowait, self._listed_once)
+            settings = self.settings
+            options = HubOptions(
+                kubeconfig=settings.hub_kubeconfig,
+                context=settings.hub_context,
+                in_cluster=settings.in_cluster,
+                namespaces=tuple(settings.namespaces),
+                label_selector=settings.label_selector,
+                timeout=settings.hub_timeout,
+            )
+            await HubSource(options).run(self._changes.put_nowait, self._listed_once)
             return
         directory = self._directory or DirectorySource(self._profiles_dir())
-        loop = asyncio.get_running_loop()
-        seen, last_full = None, float("-inf")
-        while True:
-            folder = directory.folder_signature()
-            spacing = max(self.settings.scan_interval, directory.last_scan_seconds / _SCAN_CPU_SHARE)
-            if folder != seen or folder is None or loop.time() - last_full >= spacing:
-                seen, last_full = folder, loop.time()
-                change = await asyncio.to_thread(directory.scan)
-                if change:
-                    self._changes.put_nowait(change)
-                self._folder_state(directory.folder_problem)
-            if not self._listed:
-                self._listed_once()
-            await asyncio.sleep(self.settings.scan_interval)
+        await directory.run(self._changes.put_nowait, self._listed_once, scan_interval=self.settings.scan_interval, on_scan=self._folder_state)
 
     def _listed_once(self) -> None:
         # Queued behind the first listing's change, so readiness waits for those profiles.

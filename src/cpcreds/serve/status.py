@@ -13,9 +13,10 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..fleet.health import control_plane_healthy
 from ..logs import redact_text
 
-__all__ = ["ClusterStatus", "ProbeResult", "StatusBoard", "STATES"]
+__all__ = ["ClusterStatus", "ProbeResult", "StatusBoard", "STATES", "control_plane_healthy"]
 
 #: pending: not fetched yet; ready: a valid credential is held; failing: the last fetch failed
 #: (an older credential may still be valid); unmatched: no configured provider fits the profile;
@@ -90,19 +91,6 @@ class ClusterStatus:
             "probe": self.probe.to_dict() if self.probe is not None else None,
             "controlPlaneHealthy": dict(self.control_plane_healthy) if self.control_plane_healthy else None,
         }
-
-
-def control_plane_healthy(profile: Mapping[str, Any]) -> dict[str, str] | None:
-    """The profile's ``ControlPlaneHealthy`` condition (status, reason, message), if it has one."""
-    status = profile.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == "ControlPlaneHealthy":
-            picked = {k: condition.get(k) for k in ("status", "reason", "message", "lastTransitionTime")}
-            return {k: redact_text(v)[:500] for k, v in picked.items() if isinstance(v, str)}
-    return None
 
 
 @dataclass

@@ -17,23 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..logs import get_logger, redact_text
 from .hubclient import HubAuthError, HubConnector
 from .inventory import Change, profile_key
-from .settings import ServeSettings
 
-__all__ = ["HubSource", "GROUP", "PLURAL"]
+__all__ = ["HubSource", "HubOptions", "GROUP", "PLURAL", "VERSIONS"]
 
-_log = get_logger("cpcreds.serve")
+_log = get_logger("cpcreds.fleet")
 
 GROUP = "multicluster.x-k8s.io"
 PLURAL = "clusterprofiles"
-_VERSIONS = ("v1alpha2", "v1alpha1")  # preferred first when discovery says nothing
+#: The ClusterProfile versions cpcreds reads, preferred first when discovery says nothing.
+VERSIONS = ("v1alpha2", "v1alpha1")
+_VERSIONS = VERSIONS
 _PAGE = 500
 _WATCH_SECONDS = 300  # server-side watch timeout; the watch then resumes from the last version
 #: Backoff after a failure: 1 s, doubling, at most 1 min.
@@ -62,15 +66,46 @@ def backoff_delay(failures: int) -> float:
     return min(_MAX_DELAY, _FIRST_DELAY * 2.0 ** (max(failures, 1) - 1))
 
 
-class HubSource:
-    """Reports the hub's ClusterProfiles as :class:`~cpcreds.serve.inventory.Change` objects."""
+@dataclass(frozen=True)
+class HubOptions:
+    """Where and how to read the hub's ClusterProfiles.
 
-    def __init__(self, settings: ServeSettings, *, watch_seconds: int = _WATCH_SECONDS) -> None:
-        self.settings = settings
+    ``kubeconfig`` (and ``context``) or ``in_cluster=True`` (the pod's service account) say how
+    to reach the hub; ``namespaces`` limit the watch (empty: all namespaces, which needs RBAC on
+    all of them); ``label_selector`` filters the profiles as ``kubectl -l`` does; ``version``
+    asks for one ClusterProfile version (``v1alpha1`` or ``v1alpha2``) instead of the group's
+    preferred one; ``timeout`` bounds every request and the kubeconfig's exec plugin (seconds).
+    """
+
+    kubeconfig: str | os.PathLike[str] | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    namespaces: tuple[str, ...] = ()
+    label_selector: str = ""
+    version: str | None = None
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if (self.kubeconfig is None) == (not self.in_cluster):
+            raise ValueError("HubOptions needs exactly one of kubeconfig= and in_cluster=True")
+        if self.version is not None and self.version not in VERSIONS:
+            raise ValueError(f"HubOptions.version must be one of {', '.join(VERSIONS)}, not {self.version!r}")
+        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+
+
+class HubSource:
+    """Reports the hub's ClusterProfiles as :class:`~cpcreds.fleet.inventory.Change` objects."""
+
+    def __init__(self, options: HubOptions, *, watch_seconds: int = _WATCH_SECONDS) -> None:
+        self.options = options
         self.watch_seconds = watch_seconds
-        self.version: str | None = None
+        self.version: str | None = options.version
         self.origin = "hub"
-        self._connector = HubConnector(settings.hub_kubeconfig, settings.hub_context, in_cluster=settings.in_cluster, timeout=settings.hub_timeout)
+        kubeconfig = Path(options.kubeconfig) if options.kubeconfig is not None else None
+        self._connector = HubConnector(kubeconfig, options.context, in_cluster=options.in_cluster, timeout=options.timeout)
+        #: Watch responses being read, shut down when the source stops.
+        self._open: set[Any] = set()
+        self._open_lock = threading.Lock()
 
     def _api(self) -> Any:
         api, self.origin = self._connector.connect()
@@ -80,7 +115,7 @@ class HubSource:
         from kubernetes import client
 
         try:
-            groups = client.ApisApi(api).get_api_versions(_request_timeout=self.settings.hub_timeout).groups or []
+            groups = client.ApisApi(api).get_api_versions(_request_timeout=self.options.timeout).groups or []
         except Exception as exc:  # noqa: BLE001 - discovery is a hint; listing will say what is wrong
             _log.warning("hub discovery failed; trying the newest ClusterProfile version", error=_short(exc))
             return _VERSIONS[0]
@@ -93,22 +128,35 @@ class HubSource:
         raise HubProblem(f"the hub serves no {GROUP} API group: is the ClusterProfile CRD installed?")
 
     async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
-        """Run until cancelled: ``emit`` every change, call ``listed`` once every scope has listed."""
+        """Run until cancelled: ``emit`` every change, call ``listed`` once every scope has listed.
+
+        On cancellation the open watches are shut down (their sockets, so a thread blocked on a
+        quiet watch wakes at once), a hub exec plugin still running is killed, and the threads
+        are given up to a second to end (they are daemons: one stuck in a list request that has
+        not answered ends with its request timeout, and reports nothing more)."""
         loop = asyncio.get_running_loop()
         stop = threading.Event()
-        scopes: list[str | None] = list(self.settings.namespaces) or [None]
+        scopes: list[str | None] = list(self.options.namespaces) or [None]
         pending = {"scopes": len(scopes)}
         lock = threading.Lock()
+
+        def later(callback: Callable[..., None], *args: Any) -> None:
+            if stop.is_set():
+                return  # stopping: the loop may be closed already
+            try:
+                loop.call_soon_threadsafe(callback, *args)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
 
         def first_list_done() -> None:
             with lock:
                 pending["scopes"] -= 1
                 done = pending["scopes"] == 0
             if done:
-                loop.call_soon_threadsafe(listed)
+                later(listed)
 
         def send(change: Change) -> None:
-            loop.call_soon_threadsafe(emit, change)
+            later(emit, change)
 
         threads = [
             threading.Thread(target=self._scope, args=(namespace, send, first_list_done, stop), name=f"cpcreds-hub-{namespace or 'all'}", daemon=True)
@@ -119,8 +167,22 @@ class HubSource:
         try:
             await asyncio.Event().wait()
         finally:
-            stop.set()  # threads end at their next event or watch timeout; they are daemons
-            self._connector.close()  # a hub exec plugin still running dies with serve
+            stop.set()
+            self._shut_watches()
+            self._connector.close()  # a hub exec plugin still running dies now
+            deadline = time.monotonic() + 1.0
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _shut_watches(self) -> None:
+        with self._open_lock:
+            responses = list(self._open)
+        for response in responses:
+            shutdown = getattr(response, "shutdown", None)  # urllib3 >= 2.3: wakes a blocked read
+            try:
+                shutdown() if shutdown is not None else response.close()
+            except Exception:  # noqa: BLE001 - a connection already gone is what we want anyway
+                pass
 
     def _scope(self, namespace: str | None, send: Callable[[Change], None], listed: Callable[[], None], stop: threading.Event) -> None:
         known: dict[str, dict[str, Any]] = {}
@@ -149,6 +211,8 @@ class HubSource:
                 failures += 1
                 continue
             except Exception as exc:  # noqa: BLE001 - anything from the hub: report, back off, retry
+                if stop.is_set():
+                    return  # the watch was shut down on purpose
                 failures += 1
                 api = None  # the next try reads the kubeconfig (and runs its plugin) again
                 delay = backoff_delay(failures)
@@ -174,11 +238,11 @@ class HubSource:
         from kubernetes import client
 
         objects = client.CustomObjectsApi(api)
-        kwargs: dict[str, Any] = {"limit": _PAGE, "_preload_content": False, "_request_timeout": self.settings.hub_timeout}
+        kwargs: dict[str, Any] = {"limit": _PAGE, "_preload_content": False, "_request_timeout": self.options.timeout}
         if token:
             kwargs["_continue"] = token
-        if self.settings.label_selector:
-            kwargs["label_selector"] = self.settings.label_selector
+        if self.options.label_selector:
+            kwargs["label_selector"] = self.options.label_selector
         assert self.version is not None
         if namespace:
             response = objects.list_namespaced_custom_object(GROUP, self.version, namespace, PLURAL, **kwargs)
@@ -243,11 +307,11 @@ class HubSource:
             "resource_version": version,
             "allow_watch_bookmarks": True,
             "timeout_seconds": self.watch_seconds,
-            "_request_timeout": (self.settings.hub_timeout, self.watch_seconds + 30),
+            "_request_timeout": (self.options.timeout, self.watch_seconds + 30),
             "_preload_content": False,
         }
-        if self.settings.label_selector:
-            kwargs["label_selector"] = self.settings.label_selector
+        if self.options.label_selector:
+            kwargs["label_selector"] = self.options.label_selector
         assert self.version is not None
         origin = self._scope_name(namespace)
         started = time.monotonic()
@@ -261,7 +325,11 @@ class HubSource:
             if exc.status == 410:
                 raise _Gone() from None
             raise
+        with self._open_lock:
+            self._open.add(response)
         try:
+            if stop.is_set():
+                return version, False
             if not 200 <= response.status <= 299:
                 raise ApiException(http_resp=_Answer(response))
             for kind, item in _events(response):
@@ -286,6 +354,8 @@ class HubSource:
                     known[key] = item
                     send(Change(upserts={key: (item, origin)}))
         finally:
+            with self._open_lock:
+                self._open.discard(response)
             response.release_conn()
         if not delivered and time.monotonic() - started < _SHORTEST_WATCH and not stop.is_set():
             raise HubProblem("the hub ended the watch at once, without an event")

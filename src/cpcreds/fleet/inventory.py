@@ -1,15 +1,23 @@
-"""Where serve's ClusterProfiles come from, as changes: profiles added or changed, keys removed.
+"""Where a fleet's ClusterProfiles come from, as changes: profiles added or changed, keys removed.
 
 A *key* is ``namespace/name`` (``name`` for a profile without a namespace). Sources report only
 what changed since their last report, so 10,000 unchanged profiles cost nothing per scan.
+
+Every source has one method the fleet drives, ``async run(emit, listed)``: it calls
+``emit(change)`` for every :class:`Change` and ``listed()`` once its first full listing is out,
+and runs until cancelled. :class:`DirectorySource` (a folder of files), :class:`ProfileFeed`
+(profiles a program hands over) and :class:`~cpcreds.fleet.hub.HubSource` (the hub's watch) are
+the three.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +25,13 @@ from typing import Any
 from ..errors import ProfileError
 from ..profiles import load_profiles
 
-__all__ = ["Change", "DirectorySource", "profile_key", "PROFILE_SUFFIXES"]
+__all__ = ["Change", "DirectorySource", "ProfileFeed", "profile_key", "PROFILE_SUFFIXES"]
 
 #: Files of a profiles folder that are read; others (README, editor backups, dotfiles) are not.
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+#: A full rescan of the folder (a stat per file, catching in-place edits) uses at most about
+#: this share of a CPU; in between, the folder's own mtime catches added, removed and renamed files.
+_SCAN_CPU_SHARE = 0.01
 
 
 def profile_key(profile: Mapping[str, Any]) -> str | None:
@@ -150,6 +161,36 @@ class DirectorySource:
         self.last_scan_seconds = time.perf_counter() - started
         return change
 
+    async def run(
+        self,
+        emit: Callable[[Change], None],
+        listed: Callable[[], None],
+        *,
+        scan_interval: float = 1.0,
+        on_scan: Callable[[str | None], None] | None = None,
+    ) -> None:
+        """Scan until cancelled: at once, then whenever the folder's own signature changes (a file
+        added, removed or renamed into place, looked at every ``scan_interval`` seconds), and in
+        full (in-place edits) at most every ``scan_interval`` seconds and at most ~1% of a CPU.
+        Scans run in a thread, so the event loop never blocks on the file system. ``on_scan``
+        gets :attr:`folder_problem` after every scan; ``listed`` is called after the first."""
+        loop = asyncio.get_running_loop()
+        seen, last_full, first = None, float("-inf"), True
+        while True:
+            folder = self.folder_signature()
+            spacing = max(scan_interval, self.last_scan_seconds / _SCAN_CPU_SHARE)
+            if folder != seen or folder is None or loop.time() - last_full >= spacing:
+                seen, last_full = folder, loop.time()
+                change = await asyncio.to_thread(self.scan)
+                if change:
+                    emit(change)
+                if on_scan is not None:
+                    on_scan(self.folder_problem)
+            if first:
+                first = False
+                listed()
+            await asyncio.sleep(scan_interval)
+
     def _unhold(self, path: str, profiles: dict[str, dict[str, Any]]) -> None:
         for key in profiles:
             holders = self._holders.get(key)
@@ -218,3 +259,71 @@ class DirectorySource:
                 continue
             self._owner[key] = owner
             change.upserts[key] = (self._files[owner].profiles[key], owner)
+
+
+class ProfileFeed:
+    """An inventory a program fills itself: ClusterProfiles it got elsewhere (another API, a
+    message bus, a test), handed over with :meth:`put` and :meth:`delete` from any thread.
+
+    A profile is keyed by ``namespace/name`` like any other; :meth:`put` of an equal profile is
+    no change. :meth:`put` raises ``ValueError`` for a profile without a usable name."""
+
+    def __init__(self, profiles: list[Mapping[str, Any]] | None = None) -> None:
+        self._profiles: dict[str, dict[str, Any]] = {}
+        self._emit: Callable[[Change], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()  # puts from any thread; one order of changes
+        for profile in profiles or ():
+            self.put(profile)
+
+    def put(self, profile: Mapping[str, Any]) -> str:
+        """Add or replace ``profile``; returns its key."""
+        key = profile_key(profile)
+        if key is None:
+            raise ValueError("a ClusterProfile needs a metadata.name (and a string metadata.namespace, if any)")
+        copied = _plain(profile)
+        with self._lock:
+            if self._profiles.get(key) != copied:
+                self._profiles[key] = copied
+                self._send(Change(upserts={key: (copied, "feed")}))
+        return key
+
+    def delete(self, key: str) -> None:
+        """Remove the profile ``key`` (``namespace/name``); a key not held is no change."""
+        with self._lock:
+            if self._profiles.pop(key, None) is not None:
+                self._send(Change(deletes={key}))
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._profiles)
+
+    def _send(self, change: Change) -> None:
+        loop, emit = self._loop, self._emit
+        if loop is None or emit is None:
+            return  # not running: run() starts with everything held
+        try:
+            loop.call_soon_threadsafe(emit, change)
+        except RuntimeError:  # the fleet's loop closed
+            pass
+
+    async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
+        with self._lock:
+            self._loop, self._emit = asyncio.get_running_loop(), emit
+            emit(Change(upserts={key: (profile, "feed") for key, profile in self._profiles.items()}))
+        listed()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            with self._lock:
+                self._loop = self._emit = None
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy of JSON-like data (the feed's profiles are its own: a caller's later edit of
+    the dict it passed is not a silent change)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,10 @@
+"""The fleet: every cluster of an inventory (the hub's ClusterProfiles, a folder of profile
+files, or profiles a program feeds), each with a credential kept fresh and clients that follow
+it, engaged and disengaged as clusters come, change, turn unhealthy and go.
+
+``cpcreds serve`` and controllers share this one inventory implementation. Modules:
+:mod:`~cpcreds.fleet.inventory` (changes, the folder source, the feed), :mod:`~cpcreds.fleet.hub`
+and :mod:`~cpcreds.fleet.hubclient` (the hub's list and watch), :mod:`~cpcreds.fleet.health`
+(the ``ControlPlaneHealthy`` gate), :mod:`~cpcreds.fleet.members` (KEP-4322 duplicates) and
+:mod:`~cpcreds.fleet.core` (:class:`Fleet` itself). Nothing is imported until it is used.
+"""
