@@ -14,7 +14,7 @@ for plugin in plugins-contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && plugins+=(-e "$plugin")
 done
 # One pip run for everything: one resolution instead of one per distribution.
-step "installing cpcreds, its test dependencies and ${#plugins[@]} contrib plugins (newest releases)"
+step "installing cpcreds, its test dependencies and $((${#plugins[@]} / 2)) contrib plugins (newest releases)"
 pip_install -e '.[test]' "${plugins[@]}"
 # get-credential's disk cache goes to a folder of this run, never the user's ~/.cache/cpcreds
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
