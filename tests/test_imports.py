@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -205,3 +206,76 @@ def test_no_import_cycle_at_all() -> None:
 
 def test_the_cycle_finder_finds_a_lazy_import_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+# -- contrib and docs use cpcreds and cpcreds.sdk only (docs/sdk.md) --------------------------------
+
+#: The modules third-party code may import: the package (callers) and the provider SDK.
+PUBLIC = {"cpcreds", "cpcreds.sdk"}
+#: The one other module a page shows, to an application rather than a provider author: exposing
+#: the default metrics (docs/metrics.md) has no name in ``cpcreds`` yet.
+APPLICATION_ONLY = {"docs/metrics.md python block 1": {"cpcreds.metrics"}}
+_FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+(cpcreds[\w.]*)\s+import|import\s+(cpcreds[\w.]*))", re.MULTILINE)
+
+
+def _third_party_sources() -> list[tuple[str, str]]:
+    """(where, Python text) of every contrib package module, shipped example program, and
+    ```python block of the docs and READMEs."""
+    sources = []
+    for path in sorted([*ROOT.glob("plugins-contrib/*/src/**/*.py"), *ROOT.glob("examples/**/*.py")]):
+        if "build" not in path.relative_to(ROOT).parts:
+            sources.append((str(path.relative_to(ROOT)), path.read_text()))
+    for path in sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file() and p.suffix == "" and "build" not in p.parts):
+        text = path.read_text(errors="replace")
+        if text.startswith("#!") and "python" in text.splitlines()[0]:
+            sources.append((str(path.relative_to(ROOT)), text))
+    pages = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("plugins-contrib/**/README.md"), *ROOT.glob("examples/**/*.md")]
+    for page in sorted(p for p in pages if "build" not in p.parts):
+        for number, block in enumerate(_FENCE.findall(page.read_text()), 1):
+            sources.append((f"{page.relative_to(ROOT)} python block {number}", block))
+    return sources
+
+
+def _cpcreds_imports(text: str) -> set[str]:
+    """The cpcreds modules ``text`` imports (anywhere); a block that is not whole Python (a
+    fragment with ``...``) is read line by line."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {a or b for a, b in _IMPORT_LINE.findall(text)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "cpcreds")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "cpcreds":
+            found.add(node.module or "")
+    return found
+
+
+def test_contrib_examples_and_docs_import_only_cpcreds_and_the_sdk() -> None:
+    sources = _third_party_sources()
+    assert len(sources) > 30  # the globs found the contrib packages and the pages
+    wrong = {where: sorted(extra) for where, text in sources if (extra := _cpcreds_imports(text) - PUBLIC - APPLICATION_ONLY.get(where, set()))}
+    assert wrong == {}
+
+
+def test_the_import_guard_sees_imports_in_functions_and_fragments() -> None:
+    assert _cpcreds_imports("def f():\n    from cpcreds.config import parse_duration\n") == {"cpcreds.config"}
+    assert _cpcreds_imports("from cpcreds._parse import load_document\n...more words\n") == {"cpcreds._parse"}
+    assert _cpcreds_imports("import cpcreds.sdk as sdk\nfrom cpcreds import CredentialEngine\n") == PUBLIC
+
+
+def test_importing_the_sdk_loads_nothing_but_the_package() -> None:
+    code = "import cpcreds.sdk"
+    assert heavy(loaded_after(code)) == []
+    assert "yaml" not in loaded_after(code)
+    script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
+    ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    assert eval(ours) == ["cpcreds", "cpcreds.sdk"]
+
+
+@pytest.mark.parametrize("name", ["AccessPlan", "Credential", "hookimpl", "provider_main", "kubelet_plugin_main", "parse_duration",
+                                  "load_document", "jwt_expiry", "redact_text", "get_logger", "CredentialProviderResponse"])  # fmt: skip
+def test_an_sdk_name_loads_nothing_heavy(name: str) -> None:
+    assert heavy(loaded_after(f"from cpcreds.sdk import {name}")) == []

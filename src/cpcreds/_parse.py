@@ -37,7 +37,6 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import yaml
 
 __all__ = [
     "DocumentError",
@@ -67,7 +66,6 @@ MAX_INT_DIGITS = 4300
 
 Syntax = Literal["auto", "json", "yaml"]
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_.$/@:\-]{1,64}")
 _TAG = "tag:yaml.org,2002:"
 
@@ -505,6 +503,10 @@ class _YamlBuilder:
         self.line: int | None = None
 
     def load(self, text: str) -> list[Any]:
+        # PyYAML is imported by the first YAML document only: a JSON-only reader (a plugin's
+        # request or answer, a Secret) starts without it.
+        import yaml
+
         problem: DocumentError | None = None
         try:
             return self._build(text)
@@ -524,7 +526,9 @@ class _YamlBuilder:
         # Raised outside the except block: nothing of the parser's (it quotes the input) chains on.
         raise problem
 
-    def _syntax_error(self, exc: yaml.YAMLError, text: str) -> DocumentError:
+    def _syntax_error(self, exc: Any, text: str) -> DocumentError:
+        import yaml
+
         if isinstance(exc, yaml.reader.ReaderError):
             line = text.count("\n", 0, max(exc.position, 0)) + 1 if isinstance(exc.position, int) else None
             code = exc.character if isinstance(exc.character, int) else None
@@ -543,7 +547,9 @@ class _YamlBuilder:
         return DocumentError(f"not valid YAML: {problem}", source=self.source, line=line, kind="syntax")
 
     def _build(self, text: str) -> list[Any]:
-        loader = _YAML_LOADER(text)
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
         documents: list[Any] = []
         stack: list[_Frame] = []
         anchors: dict[str, _Anchor] = {}

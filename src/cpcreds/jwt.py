@@ -1,8 +1,9 @@
 """The ``exp`` claim of a JWT, read without verifying it, whatever the token holds.
 
-Only to bound how long cpcreds caches the token (the spoke verifies the signature, not us). A
+Only to bound how long a token is cached (the server verifies the signature, not us). A
 service-account token (what Open Cluster Management's managed-serviceaccount and ``kubectl
 create token`` put in Secrets) is a JWT with ``exp``; a static token is not, and has no expiry.
+Used by the ``file`` provider and by providers through :mod:`cpcreds.sdk`.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ flag is refused before anything runs, with a "did you mean" and the list of opti
 
 from __future__ import annotations
 
+import base64
 import enum
 import inspect
 import json
@@ -46,15 +47,18 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
-from pydantic import AliasChoices, BaseModel, ValidationError
-
 from ._parse import DocumentError, load_document
-from .access import AccessPlan
-from .api import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, ExecCredential
-from .config import _did_you_mean, describe_validation_error
 from .credential import Credential
 from .errors import CredentialError, ProviderError
+from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
 from .logs import redact_text
+from .plan import AccessPlan
+
+# pydantic is imported only to word what the plain reading refuses, and for a provider whose
+# options_model is a pydantic model (which its own module has imported): a plugin run whose
+# request and options are well-formed loads none of it (tests/test_imports.py).
+if typing.TYPE_CHECKING:
+    from pydantic import BaseModel
 
 #: client-go's request is a few KiB (a CA bundle at most); anything near this is not one.
 _MAX_EXEC_INFO_BYTES = 1024 * 1024
@@ -114,6 +118,14 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
     if api_version not in SUPPORTED_API_VERSIONS:
         shown = repr(api_version) if isinstance(api_version, str) and len(api_version) <= 64 and api_version.isprintable() else "an unsupported value"
         raise PluginRequestError(f"{EXEC_INFO_ENV} asks for apiVersion {shown}; supported: {', '.join(SUPPORTED_API_VERSIONS)}")
+    plain = _read_plain_spec(document)
+    if plain is not None:
+        return PluginRequest(api_version=api_version, interactive=plain[0], cluster=plain[1])
+    from pydantic import ValidationError
+
+    from .api import ExecCredential
+    from .config import describe_validation_error
+
     request = None
     try:
         request = ExecCredential.model_validate(document)
@@ -123,6 +135,52 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
     if request is None:
         raise PluginRequestError(problem or f"{EXEC_INFO_ENV} is not a valid ExecCredential")
     return PluginRequest(api_version=api_version, interactive=request.spec.interactive, cluster=request.spec.cluster)
+
+
+#: Fields of a request's spec.cluster, as the wire spells them, with their plain types.
+_CLUSTER_TEXT = ("tls-server-name", "proxy-url")
+_CLUSTER_FLAGS = ("insecure-skip-tls-verify", "disable-compression")
+#: Python spellings the model also accepts (populate_by_name): those go to the model.
+_PYTHON_SPELLINGS = frozenset({"api_version", "tls_server_name", "insecure_skip_tls_verify", "certificate_authority_data", "proxy_url", "disable_compression"})
+
+
+def _read_plain_spec(document: dict[str, Any]) -> tuple[bool, ExecCluster | None] | None:
+    """``(interactive, cluster)`` of a well-formed request read directly, as
+    :class:`cpcreds.api.ExecCredential` reads it; ``None`` for anything else (the model then reads
+    it and words what is wrong). tests/test_plugin_sdk.py checks both agree on generated requests."""
+    if not _PYTHON_SPELLINGS.isdisjoint(document) or document.get("status") is not None:
+        return None
+    spec = document.get("spec", {})
+    if type(spec) is not dict or not _PYTHON_SPELLINGS.isdisjoint(spec):
+        return None
+    interactive = spec.get("interactive", False)
+    cluster = spec.get("cluster")
+    if type(interactive) is not bool:
+        return None
+    if cluster is None:
+        return interactive, None
+    if type(cluster) is not dict or not _PYTHON_SPELLINGS.isdisjoint(cluster) or type(cluster.get("server")) is not str:
+        return None
+    if any(type(cluster.get(key, "")) is not str for key in _CLUSTER_TEXT):
+        return None
+    if any(type(cluster.get(key, False)) is not bool for key in _CLUSTER_FLAGS):
+        return None
+    ca_text = cluster.get("certificate-authority-data", "")
+    if type(ca_text) is not str:
+        return None
+    try:
+        ca_data = base64.b64decode(ca_text, validate=True) if ca_text else b""
+    except ValueError:  # binascii.Error: the model words it
+        return None
+    return interactive, ExecCluster._of_validated(
+        cluster["server"],
+        cluster.get("tls-server-name", ""),
+        cluster.get("insecure-skip-tls-verify", False),
+        ca_data,
+        cluster.get("proxy-url", ""),
+        cluster.get("disable-compression", False),
+        cluster.get("config"),
+    )
 
 
 def write_response(credential: Credential, api_version: str, stream: IO[str] | None = None) -> None:
@@ -238,12 +296,24 @@ def _build_provider(factory: Callable[[Mapping[str, Any]], Any], options: Mappin
     problem = None
     try:
         return factory(dict(options))
-    except ValidationError as exc:
-        where, what = describe_validation_error(exc)[0]
-        problem = f"option {where}: {what}" if where else f"options: {what}"
-    except (ValueError, TypeError, KeyError) as exc:
-        problem = f"options: {redact_text(' '.join(str(exc).split())) or type(exc).__name__}"
+    except (ValueError, TypeError, KeyError) as exc:  # a pydantic ValidationError is a ValueError
+        problem = _options_problem(exc)
     raise PluginRequestError(problem)
+
+
+def _options_problem(exc: BaseException) -> str:
+    if _is_validation_error(exc):
+        from .config import describe_validation_error
+
+        where, what = describe_validation_error(exc)[0]  # type: ignore[arg-type]
+        return f"option {where}: {what}" if where else f"options: {what}"
+    return f"options: {redact_text(' '.join(str(exc).split())) or type(exc).__name__}"
+
+
+def _is_validation_error(exc: BaseException) -> bool:
+    # A pydantic error can only come from a provider that loaded pydantic: no import to ask.
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(exc, core.ValidationError)
 
 
 def run_provider(
@@ -324,7 +394,11 @@ def _close(provider: Any) -> None:
 def options_model_of(factory: Any) -> type[BaseModel] | None:
     """The pydantic model of ``factory``'s options: its ``options_model`` attribute, else ``None``."""
     model = getattr(factory, "options_model", None)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+    # A pydantic model exists only once its module imported pydantic: without it, there is none.
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(model, type):
+        return None
+    return model if issubclass(model, pydantic.BaseModel) else None
 
 
 def option_flags(argv: Sequence[str], factory: Any) -> dict[str, Any]:
@@ -338,6 +412,8 @@ def option_flags(argv: Sequence[str], factory: Any) -> dict[str, Any]:
     accepted = {spelling for _, spellings, _ in _options(model) for spelling in spellings}
     for flag in given:
         if flag not in accepted:
+            from .config import _did_you_mean
+
             primary = [shown[0] for _, _, shown in _options(model)]
             shown = flag if len(flag) <= 64 else flag[:61] + "..."
             raise OptionFlagError(
@@ -364,6 +440,8 @@ def describe_options(model: type[BaseModel]) -> list[tuple[str, str, str]]:
 def _options(model: type[BaseModel]) -> list[tuple[Any, set[str], list[str]]]:
     """(field, accepted spellings, spellings shown: the config's first) per field of ``model``;
     the Python name of an aliased field is accepted when the model populates by name, not shown."""
+    from pydantic import AliasChoices
+
     by_name = bool(model.model_config.get("populate_by_name") or model.model_config.get("validate_by_name"))
     out = []
     for name, field in model.model_fields.items():
@@ -402,7 +480,8 @@ def _type_name(annotation: Any) -> str:
             return "path"
         if issubclass(annotation, enum.Enum):
             return "one of " + ", ".join(str(member.value) for member in annotation)
-        if issubclass(annotation, BaseModel):
+        pydantic = sys.modules.get("pydantic")
+        if pydantic is not None and issubclass(annotation, pydantic.BaseModel):
             return "mapping"
     return getattr(annotation, "__name__", None) or str(annotation)
 

@@ -333,7 +333,9 @@ def test_the_docs_example_runs_as_shown(hub: HubServer, tmp_path: Path) -> None:
     text = DOCS.read_text(encoding="utf-8")
     [secret_yaml] = [b.split("```", 1)[0] for b in text.split("```yaml\n")[1:] if b.startswith("# secret-registry-pull.yaml\n")]
     hub.put(yaml_load(secret_yaml))
-    hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
+    # The page keeps the hub kubeconfig at ~/.kube/hub.kubeconfig (HOME is the test's own).
+    (Path(os.environ["HOME"]) / ".kube").mkdir(exist_ok=True)
+    hub.write_kubeconfig(Path(os.environ["HOME"]) / ".kube" / "hub.kubeconfig", HUB_TOKEN)
     consoles = [b.split("```", 1)[0] for b in text.split("```console\n")[1:]]
     [console] = [b for b in consoles if "cpcreds-secretreader-credential-provider" in b]
     lines = console.splitlines()

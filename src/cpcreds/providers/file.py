@@ -17,8 +17,6 @@ Options::
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,12 +24,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .._parse import DocumentError, load_document, read_bounded
+from .._parse import DocumentError, read_bounded
 from ..access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
 from ..errors import ProviderError
 from ..hookspecs import hookimpl
+from ..jwt import jwt_expiry
 
 __all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", "MAX_FILE_BYTES"]
 
@@ -153,24 +152,6 @@ def _options_model() -> Any:
     return FileOptionsModel
 
 
-def _jwt_expiry(token: str) -> datetime | None:
-    # Only to bound the cache lifetime; the signature is the server's business, not ours.
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        # The bounded loader: a payload nested 100,000 levels deep is just "no usable exp".
-        payload = load_document(
-            base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)), source="token", syntax="json"
-        )
-        exp = payload.get("exp") if isinstance(payload, dict) else None
-        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
-            return datetime.fromtimestamp(exp, timezone.utc)
-    except (ValueError, binascii.Error, UnicodeDecodeError, OverflowError, OSError):
-        return None
-    return None
-
-
 class FileProvider:
     """Reads the configured files on every call; the engine decides how often that is."""
 
@@ -202,7 +183,7 @@ class FileProvider:
             key = self._read(opts.client_key_file, "clientKeyFile", plan.provider)
         expiry = datetime.now(timezone.utc) + timedelta(seconds=opts.refresh_interval)
         if token is not None:
-            jwt_exp = _jwt_expiry(token)
+            jwt_exp = jwt_expiry(token)
             if jwt_exp is not None:
                 expiry = min(expiry, jwt_exp)
         problem = ""

@@ -15,9 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cpcreds.config import parse_duration
-from cpcreds.hookspecs import AccessPlan, Credential, ProviderError, hookimpl
-from cpcreds.plugin import provider_main
+from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, parse_duration, provider_main
 
 
 class EnvTokenOptions(BaseModel):

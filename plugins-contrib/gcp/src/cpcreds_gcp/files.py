@@ -20,8 +20,7 @@ import google.auth.credentials
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from cpcreds._parse import DocumentError, load_document
-from cpcreds.providers.file import read_credential_file
+from cpcreds.sdk import DocumentError, load_document, read_credential_file
 
 from .options import DEFAULT_IAM_ENDPOINT
 from .transport import safe_summary, shown_url

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from cpcreds.images.protocol import CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderResponse
+from cpcreds.sdk import CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderResponse
 
 __all__ = ["GOOGLE_REGISTRIES", "USERNAME", "image_response"]
 

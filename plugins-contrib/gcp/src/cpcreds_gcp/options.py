@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cpcreds.config import parse_duration
+from cpcreds.sdk import parse_duration
 
 __all__ = ["GcpOptions", "DEFAULT_SCOPES", "DEFAULT_IAM_ENDPOINT", "MAX_LIFETIME_SECONDS"]
 

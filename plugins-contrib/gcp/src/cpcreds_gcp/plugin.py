@@ -11,9 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NoReturn
 
-from cpcreds.hookspecs import hookimpl
-from cpcreds.kubelet_plugin import kubelet_plugin_main
-from cpcreds.plugin import run_provider
+from cpcreds.sdk import hookimpl, kubelet_plugin_main, run_provider
 
 from .provider import GcpProvider
 

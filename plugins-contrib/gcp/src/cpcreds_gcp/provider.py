@@ -25,11 +25,16 @@ from typing import Any
 
 import requests
 
-from cpcreds import RefreshPolicy
-from cpcreds.api import ExecCluster
-from cpcreds.hookspecs import AccessPlan, Credential, ProviderError
-from cpcreds.images.protocol import CredentialProviderRequest, CredentialProviderResponse
-from cpcreds.logs import get_logger
+from cpcreds.sdk import (
+    AccessPlan,
+    Credential,
+    CredentialProviderRequest,
+    CredentialProviderResponse,
+    ExecCluster,
+    ProviderError,
+    RefreshPolicy,
+    get_logger,
+)
 
 from .adc import Source, SourceError, find_source
 from .kubelet import image_response

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import google.auth.transport
 import requests
 
-from cpcreds.logs import redact_text
+from cpcreds.sdk import redact_text
 
 __all__ = ["Deadline", "Exchange", "Abort", "BoundedRequest", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
 

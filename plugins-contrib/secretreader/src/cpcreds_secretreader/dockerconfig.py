@@ -28,8 +28,7 @@ import binascii
 import re
 from typing import Any
 
-from cpcreds._parse import DocumentError, load_document
-from cpcreds.images.protocol import AuthConfig
+from cpcreds.sdk import AuthConfig, DocumentError, load_document
 
 from .secret import SecretContentError
 

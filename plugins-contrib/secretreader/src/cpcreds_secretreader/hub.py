@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cpcreds._parse import DocumentError, open_regular, read_bounded
+from cpcreds.sdk import DocumentError, open_regular, read_bounded
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cpcreds._parse import DocumentError, load_document
+from cpcreds.sdk import DocumentError, load_document
 
 from .secret import SecretContentError, bearer_token
 

@@ -153,11 +153,11 @@ class DockerConfigSecretReaderOptions(HubOptions):
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError("must be a duration such as 10m or 1h")
         if isinstance(value, str):
-            from cpcreds.images.protocol import ProtocolError, parse_duration
+            from cpcreds.sdk import parse_duration
 
             try:
                 value = parse_duration(value)
-            except ProtocolError:
+            except ValueError:
                 raise ValueError("must be a duration such as 10m or 1h") from None
         if not 0 <= value <= 366 * 86400:
             raise ValueError("must be between 0s and a year")

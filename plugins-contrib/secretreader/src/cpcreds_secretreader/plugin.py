@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cpcreds.hookspecs import hookimpl
-from cpcreds.kubelet_plugin import kubelet_plugin_main
-from cpcreds.plugin import provider_main
+from cpcreds.sdk import hookimpl, kubelet_plugin_main, provider_main
 
 from .provider import DockerConfigSecretReaderProvider, KubeconfigSecretReaderProvider, SecretReaderProvider
 

@@ -15,11 +15,16 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from cpcreds.access import AccessPlan
-from cpcreds.api import EXEC_EXTENSION, ExecCluster
-from cpcreds.credential import Credential
-from cpcreds.errors import ProviderError
-from cpcreds.images.protocol import CACHE_KEY_GLOBAL, CredentialProviderRequest, CredentialProviderResponse
+from cpcreds.sdk import (
+    CACHE_KEY_GLOBAL,
+    EXEC_EXTENSION,
+    AccessPlan,
+    Credential,
+    CredentialProviderRequest,
+    CredentialProviderResponse,
+    ExecCluster,
+    ProviderError,
+)
 
 from .hub import HUB_CLIENTS, SERVICE_ACCOUNT_DIR, HubClient, HubClients, HubError, HubSource, default_namespace, resolve_hub_source
 from .options import (

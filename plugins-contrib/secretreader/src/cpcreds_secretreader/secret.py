@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .jwt import jwt_expiry
+from cpcreds.sdk import jwt_expiry
 from .options import is_data_key
 
 __all__ = ["SecretContentError", "data_value", "bearer_token", "token_expiry", "MAX_TOKEN_CHARS"]

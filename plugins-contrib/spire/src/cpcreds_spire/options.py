@@ -13,7 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from spiffe import SpiffeId
 from spiffe.errors import PySpiffeError
 
-from cpcreds.config import json_type_name, parse_duration
+from cpcreds.sdk import parse_duration, type_name
 
 __all__ = ["SpireOptions", "parse_audience", "workload_address", "MAX_AUDIENCES", "MAX_AUDIENCE_CHARS"]
 
@@ -33,7 +33,7 @@ def parse_audience(value: Any) -> tuple[str, ...]:
     """
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise ValueError(f"must be a string or a list of strings, not {json_type_name(value)}")
+        raise ValueError(f"must be a string or a list of strings, not {type_name(value)}")
     if not items:
         raise ValueError("must not be empty")
     if len(items) > MAX_AUDIENCES:
@@ -41,7 +41,7 @@ def parse_audience(value: Any) -> tuple[str, ...]:
     audiences: list[str] = []
     for item in items:
         if not isinstance(item, str):
-            raise ValueError(f"must be a string or a list of strings, not a list holding {json_type_name(item)}")
+            raise ValueError(f"must be a string or a list of strings, not a list holding {type_name(item)}")
         if not item:
             raise ValueError("must not hold an empty audience")
         if len(item) > MAX_AUDIENCE_CHARS:
@@ -58,7 +58,7 @@ def workload_address(value: Any) -> str:
     bare absolute path. ``ValueError`` otherwise: SPIRE agents serve the Workload API on a unix
     socket, and the ``spiffe`` client supports nothing else."""
     if not isinstance(value, str):
-        raise ValueError(f"must be a string, not {json_type_name(value)}")
+        raise ValueError(f"must be a string, not {type_name(value)}")
     path = value
     if value.startswith("unix:"):
         path = value[len("unix:") :]
@@ -126,7 +126,7 @@ class SpireOptions(BaseModel):
         if value is None:
             return None
         if not isinstance(value, str):
-            raise ValueError(f"must be a string, not {json_type_name(value)}")
+            raise ValueError(f"must be a string, not {type_name(value)}")
         problem = None
         try:
             return str(SpiffeId(value))

@@ -18,8 +18,7 @@ from typing import Any
 
 from spiffe import JwtSvid
 
-from cpcreds.hookspecs import AccessPlan, Credential, ProviderError, hookimpl
-from cpcreds.plugin import provider_main
+from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, provider_main
 
 from .options import SpireOptions, parse_audience, workload_address
 from .svid import UnusableToken, check_token, expiry_from_exp

@@ -25,7 +25,7 @@ from spiffe.svid.errors import (
 )
 from spiffe.workloadapi.errors import FetchJwtSvidError
 
-from cpcreds.logs import redact_text
+from cpcreds.sdk import redact_text
 
 __all__ = ["WorkloadError", "WorkloadClients"]
 

@@ -1,0 +1,181 @@
+"""The one module a provider author imports: everything a cpcreds provider package needs.
+
+A provider (an in-process credential source that cpcreds' engine, ``cpcreds get-credential``,
+``serve`` and the kubelet mode call) and the console scripts that run it as a KEP-541 exec plugin
+or a KEP-2133 kubelet plugin are written against this module and :mod:`cpcreds` only::
+
+    from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, parse_duration, provider_main
+
+    class VaultProvider:
+        def __init__(self, options):                  # the config entry's `options:` mapping
+            self.ttl = parse_duration(options.get("ttl", "10m"))
+
+        def get_credential(self, plan: AccessPlan) -> Credential:
+            ...
+
+    @hookimpl
+    def cpcreds_register_providers(register):
+        register("vault", VaultProvider)
+
+    main = provider_main("vault", VaultProvider)      # [project.scripts] cpcreds-vault = "...:main"
+
+**The promise.** Every name in :data:`__all__` keeps its meaning and its signature within a major
+version: a name is added in a minor release and removed or changed incompatibly only in a major
+one, after a release that warns. ``tests/test_sdk_api.py`` holds the list with each signature, so
+any change is a visible, deliberate diff. Other ``cpcreds.*`` modules are internal: they may
+change in any release.
+
+**Light.** Importing this module loads nothing (each name is imported from its module on first
+use, PEP 562): a console script pays only for what its run uses. None of the names loads
+pydantic, pydantic-settings, structlog, prometheus-client or the kubernetes client.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
+    from ._parse import DocumentError, load_document, open_regular, read_bounded
+    from .credential import Credential
+    from .errors import (
+        ConfigError,
+        CredentialError,
+        ImageCredentialError,
+        ProviderError,
+        ProviderTimeout,
+    )
+    from .hookspecs import ImageCredentialProvider, Provider, ProviderFactory, Register, hookimpl
+    from .images.protocol import (
+        CACHE_KEY_GLOBAL,
+        CACHE_KEY_IMAGE,
+        CACHE_KEY_REGISTRY,
+        AuthConfig,
+        CredentialProviderRequest,
+        CredentialProviderResponse,
+        ProtocolError,
+    )
+    from ._durations import format_duration, parse_duration
+    from ._show import shown, type_name
+    from .jwt import jwt_expiry
+    from .kep import EXEC_EXTENSION, ExecCluster
+    from .kubelet_plugin import kubelet_plugin_main, run_image_provider, run_kubelet_plugin
+    from .logs import get_logger, redact_text
+    from .plan import AccessPlan, ExecSpec
+    from .plugin import (
+        OptionFlagError,
+        PluginRequest,
+        PluginRequestError,
+        parse_option_flags,
+        plan_for_request,
+        provider_main,
+        run_plugin,
+        run_provider,
+    )
+    from .policies import RefreshPolicy
+    from .providers.file import read_credential_file
+
+#: The module that defines each public name.
+_EXPORTS = {
+    "hookspecs": ("hookimpl", "Provider", "ImageCredentialProvider", "ProviderFactory", "Register"),
+    "plan": ("AccessPlan", "ExecSpec"),
+    "kep": ("ExecCluster", "EXEC_EXTENSION"),
+    "credential": ("Credential",),
+    "errors": ("CredentialError", "ProviderError", "ProviderTimeout", "ConfigError", "ImageCredentialError"),
+    "policies": ("RefreshPolicy",),
+    "images.protocol": (
+        "AuthConfig",
+        "CredentialProviderRequest",
+        "CredentialProviderResponse",
+        "CACHE_KEY_IMAGE",
+        "CACHE_KEY_REGISTRY",
+        "CACHE_KEY_GLOBAL",
+        "ProtocolError",
+    ),
+    "_durations": ("parse_duration", "format_duration"),
+    "_show": ("shown", "type_name"),
+    "plugin": (
+        "provider_main",
+        "run_provider",
+        "run_plugin",
+        "PluginRequest",
+        "PluginRequestError",
+        "OptionFlagError",
+        "parse_option_flags",
+        "plan_for_request",
+    ),
+    "kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
+    "_parse": ("load_document", "DocumentError", "read_bounded", "open_regular"),
+    "jwt": ("jwt_expiry",),
+    "providers.file": ("read_credential_file",),
+    "logs": ("redact_text", "get_logger"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = [
+    # the contract: hooks and protocols
+    "hookimpl",
+    "Provider",
+    "ImageCredentialProvider",
+    "ProviderFactory",
+    "Register",
+    # what a provider receives and answers
+    "AccessPlan",
+    "ExecSpec",
+    "ExecCluster",
+    "EXEC_EXTENSION",
+    "Credential",
+    "RefreshPolicy",
+    # errors
+    "CredentialError",
+    "ProviderError",
+    "ProviderTimeout",
+    "ConfigError",
+    "ImageCredentialError",
+    # KEP-2133 wire types
+    "AuthConfig",
+    "CredentialProviderRequest",
+    "CredentialProviderResponse",
+    "CACHE_KEY_IMAGE",
+    "CACHE_KEY_REGISTRY",
+    "CACHE_KEY_GLOBAL",
+    "ProtocolError",
+    # running a provider as a plugin
+    "provider_main",
+    "run_provider",
+    "run_plugin",
+    "PluginRequest",
+    "PluginRequestError",
+    "OptionFlagError",
+    "parse_option_flags",
+    "plan_for_request",
+    "kubelet_plugin_main",
+    "run_image_provider",
+    "run_kubelet_plugin",
+    # helpers
+    "load_document",
+    "DocumentError",
+    "read_bounded",
+    "open_regular",
+    "parse_duration",
+    "format_duration",
+    "jwt_expiry",
+    "read_credential_file",
+    "redact_text",
+    "shown",
+    "type_name",
+    "get_logger",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"cpcreds.{module}"), name)
+    globals()[name] = value  # the next use is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
