@@ -8,8 +8,11 @@ Sybil finds the pages' fenced blocks; this module says how each kind runs:
   terminal shows them) is compared with the lines below it. ``cd``, exported variables and ``$?``
   carry from one command of a page to the next.
 - ``sh``: the block runs the same way and must exit 0; its output is not compared.
-- ``python``: the block runs as a script (``python -``) from the same folder and must exit 0. A
+- ``python``: the block runs as a script (``python -``) from the same folder and must exit 0; a
+  plain block (no language) right after it is what it prints, compared as for ``console``. A
   block whose first line is ``# NAME.py`` is a file the page writes: it is saved as NAME.py.
+- ``yaml``: a block whose first line is ``# NAME.yaml`` is a file the page writes: it is saved as
+  NAME.yaml in the current folder (Secrets among them are what the ``hub`` setup serves).
 
 Values that differ per run are matched loosely (both sides are normalised): RFC 3339 times,
 loopback ports, sha256 digests, durations with a fraction or in ms, the demo plugin's random token
@@ -22,7 +25,11 @@ Comments on the line before a block:
 - ``<!-- shipped: PATH -->``: the block is the content of the repository's file PATH (a page that
   shows a file the reader would write); it is compared with that file, not run.
 - ``<!-- run with: SETUP, ... -->``: the block runs with these setups (see ``SETUPS``): plugin
-  packages visible to cpcreds without installing them, a fresh disk cache.
+  packages visible to cpcreds without installing them, a fresh disk cache, the shared fakes of
+  tests/fakes/ (the hub, a SPIRE agent, Google) where the page shows the real thing.
+
+Pages run side by side, each in one of a few copies of the repository made once per session and
+put back as they were after each page; each fake starts once per session.
 """
 
 from __future__ import annotations
@@ -286,6 +293,10 @@ def run_python(example: Example) -> None:
     status, printed = page.run("python -", stdin=example.parsed, env=example.namespace.get("env"))
     assert status == 0, f"python block exited {status}:\n{printed}"
     checked(example, printed)
+    # A plain block right after it is what it prints.
+    shown = re.match(r"\s*\n```\n(.*?)\n?```\n", example.document.text[example.region.end:], flags=re.DOTALL)
+    if shown and not matches(shown.group(1).splitlines(), printed.splitlines()):
+        raise AssertionError(f"the python block printed:\n{printed}\nthe page shows:\n{shown.group(1)}")
 
 
 def write_yaml(example: Example) -> None:
@@ -542,7 +553,10 @@ def run_page(path: Path, workspace: Workspace, base: Path, context: Context) -> 
     failures = []
     for example, used in zip(examples, names, strict=True):
         example.namespace["page"] = page
-        example.namespace["env"] = {name: value for setup in used for name, value in setups[setup].env.items()}
+        env = {name: value for setup in used for name, value in setups[setup].env.items()}
+        # Plugin packages are seen together: one PYTHONPATH holding them all.
+        packages = used & set(context.plugins.paths)
+        example.namespace["env"] = {**env, **(context.plugins.env(packages, page) if packages else {})}
         example.namespace["checks"] = [check for setup in used for check in setups[setup].checks]
         try:
             for setup in used:
