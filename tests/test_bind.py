@@ -11,6 +11,7 @@ import asyncio
 import gc
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def test_on_close_closes_registered_resources_held_weakly(make_engine, tmp_path:
     binding.on_close(kept)
     engine.on_close(cancelled)()  # taken off again: its owner closed it first
     binding.on_close(dropped)
-    dropped_ref = __import__("weakref").ref(dropped)
+    dropped_ref = weakref.ref(dropped)
     del dropped
     gc.collect()
     assert dropped_ref() is None  # the engine did not keep it alive
