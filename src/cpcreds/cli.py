@@ -9,12 +9,9 @@ help and exits 0, as ``kubectl`` does.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
-import shlex
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,6 +65,8 @@ _INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<va
 
 
 def _did_you_mean(value: str, candidates: Sequence[str]) -> str:
+    import difflib  # only for a mistyped argument: a get-credential run never loads it
+
     close = difflib.get_close_matches(value, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -578,6 +577,8 @@ def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> s
     command = entry.exec_config.command
     if "/" in command and not os.path.isabs(command):
         # kubectl runs cpcreds from any folder: "./plugin" means the one next to us now.
+        import shlex  # only here: a get-credential run never loads it
+
         line = shlex.join([os.path.abspath(command), *entry.exec_config.args])
         return f"{name}='{line}'"  # the flag parser takes off the outer quotes, then splits the rest
     return spec
@@ -654,6 +655,8 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
         if entry.exec_config is not None:
             command = entry.exec_config.command
             line += f" {command} ({entry.exec_config.api_version})"
+            import shutil  # only here: a get-credential run never loads it
+
             if shutil.which(command) is None:
                 line += " -- warning: executable not found here"
             else:

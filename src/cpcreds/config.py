@@ -14,10 +14,8 @@ provider entry and the field. Process settings (``CPCREDS_*`` environment variab
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-import shlex
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -582,6 +580,8 @@ def _show_key(key: Any) -> str:
 def _did_you_mean(key: Any, known: Iterable[str]) -> str:
     if not isinstance(key, str):
         return ""
+    import difflib  # only for a mistyped key: reading a good config never loads it
+
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     if not close:
         lowered = {name.lower(): name for name in known}
@@ -873,6 +873,8 @@ def parse_access_provider_flag(
         command_line = command_line[1:-1]
     split_error: str | None = None
     try:
+        import shlex  # only for an --access-provider flag
+
         argv = shlex.split(command_line)
     except ValueError as exc:
         split_error = str(exc)

@@ -31,7 +31,6 @@ engine through :meth:`CredentialEngine.bind` only; this module imports them, nev
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -246,6 +245,8 @@ class CredentialEngine:
 
     async def aclose(self) -> None:
         """:meth:`close`, then wait (briefly) for this loop's async-provider tasks to end."""
+        import asyncio  # only where a coroutine runs: a one-shot command never loads asyncio
+
         loop = asyncio.get_running_loop()
         mine = [task for task in list(self._runner.tasks) if task.get_loop() is loop]
         self.close()

@@ -20,12 +20,11 @@ Providers say what the engine needs to know of them, optionally:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .credential import Credential, format_rfc3339
 from .entries import CredentialStore
@@ -36,6 +35,9 @@ from .logs import get_logger, redact_text
 from .metrics import Metrics
 from .plan import AccessPlan
 from .workers import Workers
+
+if TYPE_CHECKING:  # asyncio is loaded only where a coroutine runs
+    import asyncio
 
 __all__ = ["FetchRunner", "call_provider"]
 
@@ -89,6 +91,8 @@ class FetchRunner:
         provider = self.providers.get(plan.provider)
         try:
             if inspect.iscoroutinefunction(getattr(provider, "aget_credential", None)):
+                import asyncio  # loaded already: an asyncio caller is running
+
                 task = asyncio.get_running_loop().create_task(self._afetch(provider, plan, flight, deadline))
                 with self._lock:
                     self.tasks.add(task)
@@ -142,6 +146,8 @@ class FetchRunner:
 
     async def _afetch(self, provider: Any, plan: AccessPlan, flight: Flight, deadline: float) -> None:
         """As :meth:`fetch`, in a task of its own, for a provider with ``async def aget_credential``."""
+        import asyncio  # loaded already: this runs on an event loop
+
         started = time.perf_counter()
         try:
             result = await asyncio.wait_for(provider.aget_credential(plan), max(0.0, deadline - time.monotonic()))

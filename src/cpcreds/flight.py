@@ -17,17 +17,19 @@ A flight ends in one of three ways, whichever comes first and only once:
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .credential import Credential
 from .errors import CredentialError
 
+if TYPE_CHECKING:  # asyncio is loaded only where a coroutine runs
+    import asyncio
+
 __all__ = ["Flight"]
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def _settle(future: asyncio.Future[None]) -> None:  # only ever called on a running loop
     if not future.done():  # its waiter may have been cancelled meanwhile
         future.set_result(None)
 
@@ -103,6 +105,8 @@ class Flight:
         only its own wait."""
         if self._ended:
             return
+        import asyncio  # loaded already (a coroutine is running); a sync-only process never loads it
+
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:
