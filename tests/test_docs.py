@@ -80,6 +80,8 @@ VOLATILE = [
     (re.compile(r"\b\d+\.\d+ ?(?:ms|s)\b|\b\d+ ?ms\b"), "<duration>"),
     (re.compile(r"\b(demo\.[\w-]+\.[\w-]+)\.[A-Za-z0-9_-]{32}"), r"\1.<random>"),
     (re.compile(r"\bpid \d+"), "pid <pid>"),
+    # A Python interpreter's path, quoted (``cpcreds pin``'s entries): this machine's Python.
+    (re.compile(r'"/[^"\s]*/python3?(?:\.\d+)?"'), '"<python>"'),
     # A Google access token (the pages shorten real ones with ``...``).
     (re.compile(r"\bya29\.[\w.-]+"), "ya29.<token>"),
     # ``ls -l``'s links, owner, group, size and time; a disk-cache file's name (from the key).
