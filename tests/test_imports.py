@@ -14,8 +14,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpcreds import access, api
 from cpcreds.providers import exec as exec_provider
@@ -83,7 +86,10 @@ def test_a_get_credential_miss_loads_nothing_heavy() -> None:
         assert code == 0, code
         """
     )
-    assert heavy(loaded_after(code)) == []
+    loaded = loaded_after(code)
+    assert heavy(loaded) == []
+    # Nor what only some runs need: asyncio (a coroutine path), shlex (an --access-provider flag).
+    assert sorted({"asyncio", "shlex"} & loaded) == []
 
 
 # -- what the plain readers assume about the models ------------------------------------------------
@@ -111,6 +117,35 @@ def test_the_cluster_model_reads_into_the_plain_cluster_with_the_same_fields() -
     read = api.ExecCredential.model_validate({"apiVersion": api.API_VERSION_V1, "spec": {"cluster": wire}}).spec.cluster
     assert type(read) is api.ExecCluster
     assert read == api.ExecCluster(server="https://s", tls_server_name="n", certificate_authority_data=b"abc", config={"a": 1})
+
+
+def test_the_plugin_request_reading_knows_the_python_spellings_of_the_models() -> None:
+    from cpcreds import plugin
+
+    assert plugin._PYTHON_SPELLINGS == _python_spellings(api.ExecCredential, api.ExecCredentialSpec, api.ExecClusterModel)
+
+
+_wire_values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["", "x", "YWJj", "not base64!", "https://s"]))
+_cluster_keys = st.sampled_from(["server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data", "proxy-url",
+                                 "disable-compression", "config", "tls_server_name", "extensions"])  # fmt: skip
+_clusters = st.one_of(_wire_values, st.dictionaries(_cluster_keys, _wire_values, max_size=5))
+_specs = st.one_of(_wire_values, st.fixed_dictionaries({}, optional={"interactive": _wire_values, "cluster": _clusters, "other": _wire_values}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=_specs, status=st.sampled_from([None, {}, "x"]))
+def test_the_plain_request_reading_agrees_with_the_model(spec: Any, status: Any) -> None:
+    # What the exec-plugin SDK reads without pydantic is what the model reads (or it defers to it).
+    from cpcreds import plugin
+
+    document: dict[str, Any] = {"apiVersion": api.API_VERSION_V1, "kind": "ExecCredential", "spec": spec}
+    if status is not None:
+        document["status"] = status
+    plain = plugin._read_plain_spec(document)
+    if plain is None:
+        return
+    model = api.ExecCredential.model_validate(document)
+    assert plain == (model.spec.interactive, model.spec.cluster)
 
 
 # -- no import cycle -------------------------------------------------------------------------------
