@@ -44,7 +44,13 @@ _MAX_SPLITS = 16
 
 
 class EnvLineError(ValueError):
-    """``env`` would refuse these arguments (or run no program): the reason, worded for a user."""
+    """``env`` would refuse these arguments (or run no program): the reason, worded for a user.
+
+    The reason may quote a piece of the ``#!`` line; anything unprintable in it (a tab, an
+    escape) is shown escaped, so the message stays one printable line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason if reason.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in reason))
 
 
 @dataclass(frozen=True)
