@@ -147,7 +147,7 @@ _PYTHON_SPELLINGS = frozenset({"api_version", "tls_server_name", "insecure_skip_
 def _read_plain_spec(document: dict[str, Any]) -> tuple[bool, ExecCluster | None] | None:
     """``(interactive, cluster)`` of a well-formed request read directly, as
     :class:`cpcreds.api.ExecCredential` reads it; ``None`` for anything else (the model then reads
-    it and words what is wrong). tests/test_plugin_sdk.py checks both agree on generated requests."""
+    it and words what is wrong). tests/test_imports.py checks both agree on generated requests."""
     if not _PYTHON_SPELLINGS.isdisjoint(document) or document.get("status") is not None:
         return None
     spec = document.get("spec", {})
