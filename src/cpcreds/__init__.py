@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from .binding import Binding
     from .engine import CredentialEngine
     from .failover import Answer
+    from .fleet.cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated
+    from .fleet.core import Fleet
+    from .fleet.hub import HubOptions
+    from .fleet.inventory import ProfileFeed
     from .errors import (
         AllProvidersFailed,
         ConfigError,
@@ -80,6 +84,10 @@ _EXPORTS = {
     "engine": ("CredentialEngine",),
     "binding": ("Binding",),
     "failover": ("Answer",),
+    "fleet.core": ("Fleet",),
+    "fleet.cluster": ("FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged"),
+    "fleet.hub": ("HubOptions",),
+    "fleet.inventory": ("ProfileFeed",),
     "errors": (
         "AllProvidersFailed",
         "ConfigError",
@@ -113,6 +121,14 @@ __all__ = [
     "CredentialEngine",
     "Binding",
     "Answer",
+    "Fleet",
+    "FleetCluster",
+    "FleetEvent",
+    "Engaged",
+    "Updated",
+    "Disengaged",
+    "HubOptions",
+    "ProfileFeed",
     "RefreshPolicy",
     "BackoffPolicy",
     "remove_certificate_files",

@@ -66,9 +66,18 @@ def cluster_profile(
     credential_providers: list[dict[str, Any]] | None = None,
     uid: str | None = None,
     resource_version: str | None = None,
+    healthy: bool | None = None,
+    labels: dict[str, str] | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
-    """A ClusterProfile dict as the kubernetes client returns it."""
+    """A ClusterProfile dict as the kubernetes client returns it. ``healthy`` sets its
+    ``ControlPlaneHealthy`` condition (True or False; None: no condition), ``labels`` its labels
+    and ``created`` its creationTimestamp."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    if created is not None:
+        metadata["creationTimestamp"] = created
     if uid is not None:
         metadata["uid"] = uid
     if resource_version is not None:
@@ -76,6 +85,8 @@ def cluster_profile(
     status: dict[str, Any] = {"accessProviders": list(access_providers)}
     if credential_providers is not None:
         status["credentialProviders"] = credential_providers
+    if healthy is not None:
+        status["conditions"] = [{"type": "ControlPlaneHealthy", "status": "True" if healthy else "False", "reason": "Test", "message": "set by the test"}]
     return {
         "apiVersion": "multicluster.x-k8s.io/v1alpha1",
         "kind": "ClusterProfile",

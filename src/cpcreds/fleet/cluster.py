@@ -1,0 +1,208 @@
+"""One cluster of a :class:`~cpcreds.Fleet` (:class:`FleetCluster`) and the events a fleet
+sends about it (:class:`Engaged`, :class:`Updated`, :class:`Disengaged`)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..binding import Binding
+from ..errors import CredentialError
+
+__all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES"]
+
+#: pending: no credential yet; ready: the credential works; failing: the last fetch failed (see
+#: ``last_error``; an engaged cluster stays engaged while its credential is still valid);
+#: unhealthy: ``ControlPlaneHealthy`` is not True; unmatched: no configured provider fits the
+#: profile; invalid: the profile cannot be used.
+CLUSTER_STATES = ("pending", "ready", "failing", "unhealthy", "unmatched", "invalid")
+
+
+class _Held:
+    """The cluster's binding as the adapters' ``Binder``: every client shares it."""
+
+    __slots__ = ("binding",)
+
+    def __init__(self, binding: Binding) -> None:
+        self.binding = binding
+
+    def bind(self, profile: Any) -> Binding:
+        return self.binding
+
+
+class FleetCluster:
+    """A cluster of the fleet: its ClusterProfile, its state, and clients that stay fresh.
+
+    Read its attributes from any thread. The clients it hands out are built once per binding
+    (per event loop for the asyncio ones) and shared: call ``api_client()`` whenever a client is
+    needed rather than keeping one across an :class:`Updated` event with ``clients_changed``
+    (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
+    """
+
+    def __init__(self, key: str, profile: dict[str, Any]) -> None:
+        #: ``namespace/name`` (``name`` for a profile without a namespace).
+        self.key = key
+        namespace, _, name = key.rpartition("/")
+        self.namespace, self.name = namespace, name
+        #: The ClusterProfile as the inventory holds it now.
+        self.profile = profile
+        #: One of :data:`CLUSTER_STATES`.
+        self.state = "pending"
+        #: Why the last fetch failed, or why the profile is unusable (redacted; None when fine).
+        self.last_error: str | None = None
+        #: Failed fetches in a row.
+        self.failures = 0
+        #: Whether the program was told it is engaged (and not disengaged since).
+        self.engaged = False
+        #: Whether its ``ControlPlaneHealthy`` condition is True.
+        self.healthy = False
+        #: The profile's handle on the engine (None while the profile is unusable).
+        self.binding: Binding | None = None
+        self._clients: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        #: Whether the current binding has answered once (the fleet's gate reads it).
+        self._credentialed = False
+
+    @property
+    def provider(self) -> str | None:
+        """The access provider of the profile's preferred plan."""
+        return self.binding.plan.provider if self.binding is not None else None
+
+    @property
+    def server(self) -> str | None:
+        """The cluster's API server URL (the preferred plan's)."""
+        return self.binding.plan.cluster.server if self.binding is not None else None
+
+    def _binding(self) -> Binding:
+        binding = self.binding
+        if binding is None:
+            raise CredentialError(f"cluster {self.key} has no usable profile: {self.last_error or 'not resolved'}")
+        return binding
+
+    def _shared(self, kind: Any, build: Any) -> Any:
+        binding = self._binding()
+        with self._lock:
+            held = self._clients.get(kind)
+            if held is not None and held[0] is binding:
+                return held[1]
+        client = build(binding)
+        with self._lock:
+            held = self._clients.get(kind)
+            if held is not None and held[0] is binding:
+                extra, client = client, held[1]  # another thread was first: keep one
+            else:
+                extra, self._clients[kind] = None, (binding, client)
+        if extra is not None:
+            _close_now(extra)
+        return client
+
+    async def _ashared(self, kind: Any, build: Any) -> Any:
+        binding = self._binding()
+        with self._lock:
+            held = self._clients.get(kind)
+            if held is not None and held[0] is binding:
+                return held[1]
+        client = await build(binding)
+        with self._lock:
+            held = self._clients.get(kind)
+            if held is not None and held[0] is binding:
+                extra, client = client, held[1]
+            else:
+                extra, self._clients[kind] = None, (binding, client)
+        if extra is not None:
+            await extra.close()
+        return client
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` (see :func:`cpcreds.kube.api_client`). Raises
+        :class:`~cpcreds.CredentialError` when no credential can be had."""
+        from .. import kube
+
+        return self._shared("kubernetes", lambda binding: kube.api_client(_Held(binding), self.profile))
+
+    async def aapi_client(self) -> Any:
+        """A ``kubernetes.aio`` ``ApiClient`` for the calling event loop."""
+        from .. import kube
+
+        loop = asyncio.get_running_loop()
+        return await self._ashared(("kubernetes.aio", loop), lambda binding: kube.aapi_client(_Held(binding), self.profile))
+
+    async def kubernetes_asyncio_client(self) -> Any:
+        """A ``kubernetes_asyncio.client.ApiClient`` for the calling event loop (install
+        ``kubernetes-asyncio``)."""
+        from ..adapters import kubernetes_asyncio
+
+        loop = asyncio.get_running_loop()
+        return await self._ashared(("kubernetes_asyncio", loop), lambda binding: kubernetes_asyncio.aapi_client(_Held(binding), self.profile))
+
+    def httpx_auth(self) -> Any:
+        """An ``httpx.Auth`` (see :mod:`cpcreds.adapters.httpx_auth`); for a client certificate,
+        build the client with ``verify=cluster.ssl_context()`` too."""
+        from ..adapters.httpx_auth import httpx_auth
+
+        return httpx_auth(self._binding())
+
+    def ssl_context(self) -> Any:
+        """An ``ssl.SSLContext`` with the cluster's CA and, for a certificate credential, the
+        client certificate (see :func:`cpcreds.adapters.httpx_auth.ssl_context`)."""
+        from ..adapters.httpx_auth import ssl_context
+
+        return ssl_context(self._binding())
+
+    def _take_clients(self) -> list[tuple[Any, Any]]:
+        """Every client handed out, taken off the cluster (to close): (kind, client) pairs."""
+        with self._lock:
+            clients, self._clients = self._clients, {}
+        return [(kind, client) for kind, (_, client) in clients.items()]
+
+    def __repr__(self) -> str:
+        return f"FleetCluster({self.key!r}, state={self.state!r}, engaged={self.engaged}, provider={self.provider!r})"
+
+
+def _close_now(client: Any) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - a client that fails to close is closed enough
+        pass
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """Something happened to :attr:`cluster`. ``kind`` is ``"engage"``, ``"update"`` or ``"disengage"``."""
+
+    cluster: FleetCluster
+    kind: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Engaged(FleetEvent):
+    """The cluster is ready to be worked on: its credential works and (unless the fleet was
+    told otherwise) it is healthy. Sent at most once until a :class:`Disengaged`."""
+
+    kind: ClassVar[str] = "engage"
+
+
+@dataclass(frozen=True)
+class Updated(FleetEvent):
+    """An engaged cluster's profile changed. ``clients_changed``: its endpoint or provider did,
+    the clients handed out before are closed and ``api_client()`` gives new ones. ``state``
+    ``unhealthy`` when the fleet marks (rather than disengages) unhealthy clusters."""
+
+    clients_changed: bool = False
+    kind: ClassVar[str] = "update"
+
+
+
+
+@dataclass(frozen=True)
+class Disengaged(FleetEvent):
+    """The cluster is no longer to be worked on; its clients are closed. ``reason``: ``deleted``,
+    ``unhealthy``, ``duplicate`` (another profile now stands for it), ``unusable`` (its changed
+    profile cannot be resolved) or ``credential`` (its changed profile's credential fails)."""
+
+    reason: str = ""
+    kind: ClassVar[str] = "disengage"
+
+

@@ -1,0 +1,565 @@
+"""``cpcreds.Fleet``: every cluster of an inventory with a working credential, engaged and
+disengaged as clusters come, change, turn unhealthy and go.
+
+The fleet runs on its own event loop in one thread (``cpcreds-fleet``): the inventory source,
+one task per cluster (fetch, refresh ahead of expiry, back off on failure) and the decisions.
+The program talks to it from any thread or event loop: sync (``with Fleet(...)``, callbacks) or
+asyncio (``async with``, ``async for event in fleet.events()``). Callbacks run in one thread of
+their own (``cpcreds-fleet-callbacks``), in order; an async iterator's events arrive on the
+iterator's own loop. Neither can slow the fleet down: a slow consumer only falls behind.
+
+A cluster is engaged when its profile stands (not a KEP-4322 duplicate), resolves to a plan,
+its credential has been fetched once, and its ``ControlPlaneHealthy`` condition is True (unless
+``require_healthy=False``). Engaged clusters stay engaged while a later refresh fails (the
+state says ``failing``): the credential they hold may still be valid, and flapping every
+controller on one failed refresh helps nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from ..config import ProviderConfig, load_config
+from ..engine import CredentialEngine
+from ..errors import ConfigError, CredentialError, NoMatchingProvider
+from ..logs import get_logger, redact_text
+from ..policies import BackoffPolicy
+from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated, _close_now
+from .health import is_healthy
+from .hub import HubOptions, HubSource
+from .inventory import Change, DirectorySource, ProfileFeed
+from .members import MemberIndex
+
+__all__ = ["Fleet"]
+
+_log = get_logger("cpcreds.fleet")
+
+Callback = Callable[[FleetCluster], Any]
+#: How long closing one asyncio client on its own loop may take before the fleet moves on.
+_CLIENT_CLOSE_SECONDS = 1.0
+
+
+class _Subscriber:
+    __slots__ = ("loop", "queue")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: asyncio.Queue[FleetEvent | None] = asyncio.Queue()
+
+
+class Fleet:
+    """The clusters of an inventory, each with a fresh credential and clients (see the module doc).
+
+    ``config`` is a provider config file path, a :class:`~cpcreds.ProviderConfig` or a
+    :class:`~cpcreds.CredentialEngine` (shared with the program: the fleet does not close it).
+    The inventory is exactly one of: ``hub`` (a :class:`HubOptions`, or a kubeconfig path),
+    ``folder`` (a folder of ClusterProfile files, rescanned every ``scan_interval`` seconds),
+    ``feed`` (a :class:`~cpcreds.fleet.inventory.ProfileFeed` the program fills) or ``source``
+    (anything with ``async run(emit, listed)``).
+
+    ``require_healthy`` (default True) engages only clusters whose ``ControlPlaneHealthy``
+    condition is True; ``on_unhealthy`` says what happens to an engaged one whose condition
+    turns: ``"disengage"`` (default) or ``"mark"`` (it stays engaged, ``state`` ``unhealthy``,
+    and an :class:`Updated` event says so). ``dedupe`` (default True) acts on one profile per
+    KEP-4322 inventory member. ``on_engage``, ``on_update`` and ``on_disengage`` are called with
+    the :class:`FleetCluster`. ``concurrency`` bounds the fetches the fleet starts at once.
+
+    Start it with ``with``/``async with`` or :meth:`start`; :meth:`close` ends every watch,
+    task, thread and plugin process within about a second. Construction raises
+    :class:`~cpcreds.ConfigError` for a config that does not load; nothing else the inventory
+    or a provider does raises here: it shows in :attr:`problems` and the clusters' state.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | ProviderConfig | CredentialEngine,
+        *,
+        hub: HubOptions | str | os.PathLike[str] | None = None,
+        folder: str | os.PathLike[str] | None = None,
+        feed: ProfileFeed | None = None,
+        source: Any = None,
+        require_healthy: bool = True,
+        on_unhealthy: Literal["disengage", "mark"] = "disengage",
+        dedupe: bool = True,
+        on_engage: Callback | None = None,
+        on_update: Callback | None = None,
+        on_disengage: Callback | None = None,
+        concurrency: int = 32,
+        scan_interval: float = 1.0,
+        backoff: BackoffPolicy | None = None,
+        prometheus_registry: Any = None,
+    ) -> None:
+        given = [name for name, value in (("hub", hub), ("folder", folder), ("feed", feed), ("source", source)) if value is not None]
+        if len(given) != 1:
+            raise ConfigError(f"a Fleet needs exactly one inventory (hub=, folder=, feed= or source=), got {len(given) or 'none'}", source="Fleet")
+        if on_unhealthy not in ("disengage", "mark"):
+            raise ConfigError(f"on_unhealthy must be 'disengage' or 'mark', not {on_unhealthy!r}", source="Fleet")
+        if isinstance(hub, (str, os.PathLike)):
+            hub = HubOptions(kubeconfig=hub)
+        if hub is not None:
+            source = HubSource(hub)
+        elif folder is not None:
+            directory = DirectorySource(folder)
+            source = _Folder(directory, scan_interval)
+        elif feed is not None:
+            source = feed
+        self.source = source
+        if isinstance(config, CredentialEngine):
+            self.engine, self._owns_engine = config, False
+        else:
+            loaded = config if isinstance(config, ProviderConfig) else load_config(config)
+            self.engine = CredentialEngine(loaded, prometheus_registry=prometheus_registry, max_entries=1_000_000)
+            self._owns_engine = True
+        self.require_healthy = require_healthy
+        self.on_unhealthy = on_unhealthy
+        self.dedupe = dedupe
+        self._callbacks = {"engage": on_engage, "update": on_update, "disengage": on_disengage}
+        self.concurrency = concurrency
+        self.backoff = backoff or BackoffPolicy(initial=1.0, maximum=300.0)
+        self._lock = threading.RLock()  # clusters, subscribers, counters: written by the fleet loop
+        self._clusters: dict[str, FleetCluster] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._emitting: dict[str, asyncio.Task[None]] = {}
+        self._raw: dict[str, dict[str, Any]] = {}
+        self._members = MemberIndex()
+        self._problems: dict[str, str] = {}
+        self._subscribers: set[_Subscriber] = set()
+        self._waiting: set[str] = set()
+        self._listed = False
+        self._synced = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._callback_queue: queue.SimpleQueue[tuple[Callback, FleetCluster] | None] = queue.SimpleQueue()
+        self._callback_thread: threading.Thread | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._closed = False
+        self._started = threading.Event()
+        if prometheus_registry is not None:
+            from .metrics import FleetCollector
+
+            prometheus_registry.register(FleetCollector(self))
+
+    # -- what the program reads ----------------------------------------------------------------
+
+    @property
+    def clusters(self) -> dict[str, FleetCluster]:
+        """Every cluster the fleet tracks now (engaged or not), by ``namespace/name``."""
+        with self._lock:
+            return dict(self._clusters)
+
+    @property
+    def engaged(self) -> dict[str, FleetCluster]:
+        """The engaged clusters, by ``namespace/name``."""
+        with self._lock:
+            return {key: cluster for key, cluster in self._clusters.items() if cluster.engaged}
+
+    @property
+    def duplicates(self) -> dict[tuple[str, str], list[str]]:
+        """KEP-4322 members with more than one profile: (namespace, member id) -> their keys.
+        Only the oldest of each is acted on, none when the oldest tie (empty with ``dedupe=False``)."""
+        with self._lock:
+            return self._members.duplicates() if self.dedupe else {}
+
+    @property
+    def duplicate_count(self) -> int:
+        """Profiles not acted on because another profile stands for their cluster."""
+        with self._lock:
+            return self._members.count() if self.dedupe else 0
+
+    @property
+    def problems(self) -> dict[str, str]:
+        """What is wrong with the inventory now (a hub that cannot be listed, a file that
+        cannot be read), by where; empty when all is well."""
+        with self._lock:
+            return {origin: problem for origin, problem in self._problems.items() if problem}
+
+    @property
+    def synced(self) -> bool:
+        """True once the inventory has been listed and every cluster had its first fetch."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until :attr:`synced` (or ``timeout`` seconds); returns :attr:`synced`."""
+        return self._synced.wait(timeout)
+
+    async def await_synced(self, timeout: float | None = None) -> bool:
+        """asyncio version of :meth:`wait_synced` (the wait runs off the calling loop)."""
+        return await asyncio.to_thread(self._synced.wait, timeout)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> Fleet:
+        """Start the fleet's thread (once); returns the fleet."""
+        with self._lock:
+            if self._closed:
+                raise ConfigError("this Fleet is closed", source="Fleet")
+            if self._thread is not None:
+                return self
+            self._thread = threading.Thread(target=self._run_loop, name="cpcreds-fleet", daemon=True)
+            self._callback_thread = threading.Thread(target=self._run_callbacks, name="cpcreds-fleet-callbacks", daemon=True)
+        self._callback_thread.start()
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def close(self) -> None:
+        """Stop the inventory, every cluster task and every client the clusters handed out,
+        end the event iterators, kill running plugins (when the fleet made its engine), and end
+        the fleet's threads, within about a second. Sends no :class:`Disengaged` events.
+        Idempotent; safe from any thread but the fleet's own."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread, loop = self._thread, self._loop
+        if thread is not None and loop is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=2.0)
+            except Exception as exc:  # noqa: BLE001 - closing goes on whatever went wrong
+                _log.warning("fleet shutdown incomplete", error=redact_text(f"{type(exc).__name__}: {exc}"))
+            thread.join(1.0)
+        if self._owns_engine:
+            self.engine.close()
+        self._callback_queue.put(None)
+        if self._callback_thread is not None and self._callback_thread is not threading.current_thread():
+            self._callback_thread.join(1.0)
+        for subscriber in self._take_subscribers():
+            _deliver(subscriber, None)
+
+    def __enter__(self) -> Fleet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Fleet:
+        return self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    def events(self) -> AsyncIterator[FleetEvent]:
+        """An async iterator of :class:`Engaged`, :class:`Updated` and :class:`Disengaged`
+        events, delivered on the calling loop. It starts with an :class:`Engaged` for every
+        cluster engaged when it was made (so nothing falls between a look at :attr:`engaged`
+        and the first event), and ends when the fleet closes. Leaving the ``async for`` (or
+        cancelling the task in it) ends only this iterator."""
+        subscriber = _Subscriber(asyncio.get_running_loop())
+        with self._lock:
+            for cluster in self._clusters.values():
+                if cluster.engaged:
+                    subscriber.queue.put_nowait(Engaged(cluster))
+            if self._closed:
+                subscriber.queue.put_nowait(None)
+            else:
+                self._subscribers.add(subscriber)
+        return self._iterate(subscriber)
+
+    async def _iterate(self, subscriber: _Subscriber) -> AsyncIterator[FleetEvent]:
+        try:
+            while True:
+                event = await subscriber.queue.get()
+                if event is None:
+                    return
+                yield event
+        finally:
+            with self._lock:
+                self._subscribers.discard(subscriber)
+
+    def _take_subscribers(self) -> list[_Subscriber]:
+        with self._lock:
+            subscribers, self._subscribers = list(self._subscribers), set()
+        return subscribers
+
+    # -- the fleet's thread ----------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._slots = asyncio.Semaphore(self.concurrency)
+        try:
+            self._main = loop.create_task(self._watch_inventory(), name="cpcreds-fleet-inventory")
+            loop.call_soon(self._started.set)
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _watch_inventory(self) -> None:
+        try:
+            await self.source.run(self._apply, self._inventory_listed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a source's bug: shown, and the fleet stays up
+            problem = redact_text(f"the inventory source stopped: {type(exc).__name__}: {exc}")
+            with self._lock:
+                self._problems["source"] = problem
+            _log.error("inventory source stopped", error=problem)
+
+    async def _shutdown(self) -> None:
+        tasks = [task for task in (self._main, *self._tasks.values(), *self._emitting.values()) if task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        closing = [self._close_clients(cluster) for cluster in list(self._clusters.values())]
+        if closing:
+            await asyncio.wait([asyncio.ensure_future(c) for c in closing], timeout=_CLIENT_CLOSE_SECONDS)
+        assert self._loop is not None
+        self._loop.call_soon(self._loop.stop)
+
+    def _run_callbacks(self) -> None:
+        while True:
+            item = self._callback_queue.get()
+            if item is None:
+                return
+            callback, cluster = item
+            try:
+                callback(cluster)
+            except Exception as exc:  # noqa: BLE001 - the program's bug must not stop its events
+                _log.warning("fleet callback failed", callback=getattr(callback, "__name__", "?"), cluster=cluster.key, error=redact_text(f"{type(exc).__name__}: {exc}"))
+
+    # -- inventory changes (on the fleet's loop) -------------------------------------------------
+
+    def _inventory_listed(self) -> None:
+        self._listed = True
+        self._check_synced()
+
+    def _apply(self, change: Change) -> None:
+        with self._lock:
+            self._problems.update(change.problems)
+        for origin, problem in change.problems.items():
+            if problem:
+                _log.warning("inventory problem", origin=origin, problem=problem)
+        touched: set[str] = set()
+        for key in change.deletes:
+            self._raw.pop(key, None)
+            touched |= self._members.remove(key) if self.dedupe else {key}
+        for key, (profile, _origin) in change.upserts.items():
+            self._raw[key] = profile
+            touched |= self._members.update(key, profile) if self.dedupe else {key}
+        for key in touched:
+            profile = self._raw.get(key)
+            if profile is None:
+                self._remove(key, "deleted")
+            elif self.dedupe and not self._members.stands(key):
+                self._remove(key, "duplicate")
+            else:
+                self._upsert(key, profile)
+        self._check_synced()
+
+    def _upsert(self, key: str, profile: dict[str, Any]) -> None:
+        cluster = self._clusters.get(key)
+        if cluster is not None and cluster.profile is profile:
+            return
+        if cluster is None:
+            cluster = FleetCluster(key, profile)
+            with self._lock:
+                self._clusters[key] = cluster
+            self._waiting.add(key)
+        elif cluster.profile == profile:
+            cluster.profile = profile
+            return
+        cluster.profile = profile
+        cluster.healthy = is_healthy(profile)
+        old = cluster.binding
+        try:
+            binding = self.engine.bind(profile)
+        except CredentialError as exc:
+            self._unusable(cluster, "unmatched" if isinstance(exc, NoMatchingProvider) else "invalid", str(exc))
+            return
+        if old is not None and binding.plan == old.plan and key in self._tasks:
+            # Same endpoint and provider: same binding and clients; only the gate may change.
+            if self._gate(cluster) == "stay":
+                self._emit(cluster, Updated(cluster, False))
+            return
+        self._stop_task(key)
+        changed_clients = cluster.engaged
+        cluster.binding, cluster.state, cluster.last_error, cluster.failures = binding, "pending", None, 0
+        cluster._credentialed = False
+        self._tasks[key] = asyncio.get_running_loop().create_task(self._keep(cluster, binding, changed_clients), name=f"cpcreds-fleet:{key}")
+
+    def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
+        self._stop_task(cluster.key)
+        cluster.binding, cluster.state, cluster.last_error = None, state, redact_text(message)
+        _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
+        if cluster.engaged:
+            self._disengage(cluster, "unusable")
+        self._first_done(cluster.key)
+
+    def _remove(self, key: str, reason: str) -> None:
+        cluster = self._clusters.get(key)
+        if cluster is None:
+            return
+        self._stop_task(key)
+        with self._lock:
+            del self._clusters[key]
+        self._first_done(key)
+        if cluster.engaged:
+            self._disengage(cluster, reason)
+        elif cluster._clients:
+            self._emit(cluster, None)  # close what a program took from a cluster never engaged
+
+    def _stop_task(self, key: str) -> None:
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    # -- one cluster ---------------------------------------------------------------------------
+
+    async def _keep(self, cluster: FleetCluster, binding: Any, replacing: bool) -> None:
+        """Fetch, then refresh ahead of expiry; back off on failure. ``replacing``: the cluster
+        was engaged on an older binding, and its first answer here is an update (or, if it
+        fails, a disengage)."""
+        assert self._slots is not None
+        while True:
+            async with self._slots:
+                try:
+                    answer = await binding.aanswer()
+                    error = None
+                except CredentialError as exc:
+                    answer, error = None, exc
+            if cluster.binding is not binding:
+                return
+            now = time.time()
+            if answer is not None:
+                cluster.failures, cluster.last_error = 0, None
+                cluster.state = "ready" if cluster.healthy or not self.require_healthy else "unhealthy"
+                first = not cluster._credentialed
+                cluster._credentialed = True
+                if first:
+                    if replacing and cluster.engaged:
+                        replacing = False
+                        if self._gate(cluster) == "stay":
+                            self._emit(cluster, Updated(cluster, True), close=True)
+                    else:
+                        self._gate(cluster)
+                    self._first_done(cluster.key)
+                expiry = answer.credential.expiration_timestamp
+                if expiry is None:
+                    await asyncio.Event().wait()  # good until the profile changes
+                refresh_at = self.engine.refresh_policy.refresh_at(now, expiry.timestamp())
+                delay = max(1.0, refresh_at - now)
+            else:
+                cluster.failures += 1
+                cluster.last_error = redact_text(str(error))
+                cluster.state = "failing"
+                if cluster.failures == 1 or cluster.failures % 10 == 0:
+                    _log.warning("credential fetch failed", profile=cluster.key, error=cluster.last_error, failures=cluster.failures)
+                if not cluster._credentialed:
+                    if replacing and cluster.engaged:
+                        replacing = False
+                        self._disengage(cluster, "credential")
+                    self._first_done(cluster.key)
+                delay = self.backoff.delay(cluster.failures)
+            await asyncio.sleep(delay)
+
+    def _gate(self, cluster: FleetCluster) -> str:
+        """Engage or disengage ``cluster`` as its credential and health say; returns what it
+        is now: ``engaged`` (just now), ``stay`` (was and is), ``disengaged`` or ``idle``."""
+        healthy = cluster.healthy or not self.require_healthy
+        credentialed = cluster._credentialed and cluster.binding is not None
+        if cluster.binding is not None and credentialed:
+            cluster.state = "ready" if healthy else "unhealthy"
+            if cluster.state == "ready" and cluster.failures:
+                cluster.state = "failing"
+        if credentialed and healthy:
+            if not cluster.engaged:
+                cluster.engaged = True
+                self._emit(cluster, Engaged(cluster))
+                return "engaged"
+            return "stay"
+        if cluster.engaged:
+            if credentialed and self.on_unhealthy == "mark":
+                return "stay"  # the Updated event the caller sends says unhealthy
+            self._disengage(cluster, "unhealthy")
+            return "disengaged"
+        return "idle"
+
+    def _disengage(self, cluster: FleetCluster, reason: str) -> None:
+        cluster.engaged = False
+        self._emit(cluster, Disengaged(cluster, reason), close=True)
+
+    def _first_done(self, key: str) -> None:
+        if key in self._waiting:
+            self._waiting.discard(key)
+            self._check_synced()
+
+    def _check_synced(self) -> None:
+        if self._listed and not self._waiting and not self._synced.is_set():
+            self._synced.set()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _emit(self, cluster: FleetCluster, event: FleetEvent | None, *, close: bool = False) -> None:
+        """Send ``event`` about ``cluster`` after the cluster's earlier events, closing its
+        clients first when ``close`` (or when there is no event: closing is all there is)."""
+        previous = self._emitting.get(cluster.key)
+        closing = (close or event is None) and bool(cluster._clients)
+        if previous is None and not closing:
+            if event is not None:
+                self._publish(event)  # the usual case: no task, no wait
+            return
+        self._emitting[cluster.key] = asyncio.get_running_loop().create_task(self._emit_after(previous, cluster, event))
+
+    async def _emit_after(self, previous: asyncio.Task[None] | None, cluster: FleetCluster, event: FleetEvent | None) -> None:
+        try:
+            if previous is not None:
+                await asyncio.shield(previous)
+            await self._close_clients(cluster)
+            if event is not None:
+                self._publish(event)
+        finally:
+            if self._emitting.get(cluster.key) is asyncio.current_task():
+                del self._emitting[cluster.key]
+
+    async def _close_clients(self, cluster: FleetCluster) -> None:
+        waits = []
+        for kind, client in cluster._take_clients():
+            loop = kind[1] if isinstance(kind, tuple) else None
+            if loop is None:
+                waits.append(asyncio.ensure_future(asyncio.to_thread(_close_now, client)))
+                continue
+            try:
+                future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+            except RuntimeError:  # that loop is closed: its connections went with it
+                continue
+            waits.append(asyncio.wrap_future(future))
+        if waits:
+            await asyncio.wait(waits, timeout=_CLIENT_CLOSE_SECONDS)
+
+    def _publish(self, event: FleetEvent) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            if not _deliver(subscriber, event):
+                with self._lock:
+                    self._subscribers.discard(subscriber)
+        callback = self._callbacks[event.kind]
+        if callback is not None:
+            self._callback_queue.put((callback, event.cluster))
+
+
+def _deliver(subscriber: _Subscriber, event: FleetEvent | None) -> bool:
+    try:
+        subscriber.loop.call_soon_threadsafe(subscriber.queue.put_nowait, event)
+    except RuntimeError:  # the subscriber's loop is closed
+        return False
+    return True
+
+
+class _Folder:
+    """The folder source with the fleet's scan interval."""
+
+    def __init__(self, directory: DirectorySource, scan_interval: float) -> None:
+        self.directory, self.scan_interval = directory, scan_interval
+
+    async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
+        await self.directory.run(emit, listed, scan_interval=self.scan_interval)
+

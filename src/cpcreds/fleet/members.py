@@ -1,0 +1,97 @@
+"""KEP-4322's inventory members: ClusterProfiles in one namespace (an inventory) with the same
+non-empty ``multicluster.x-k8s.io/inventory-member-id`` label describe one cluster.
+
+A consumer deduplicates among the profiles it selects. Where the KEP leaves the choice open,
+cpcreds acts on the oldest profile of a member (``metadata.creationTimestamp``) and on none of
+them when the oldest tie (no profile is "the" cluster then, and guessing could hand one
+cluster's workload to another's credential). A profile without a creationTimestamp (a file)
+counts as newer than any with one; a member whose profiles all lack one is a tie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MEMBER_ID_LABEL", "MemberIndex", "member_of"]
+
+#: The label a cluster manager puts on each member cluster's ClusterProfile (KEP-4322).
+MEMBER_ID_LABEL = "multicluster.x-k8s.io/inventory-member-id"
+
+Member = tuple[str, str]  # (namespace, member id)
+
+
+def member_of(profile: Mapping[str, Any]) -> Member | None:
+    """(namespace, member id) of a profile that carries a non-empty member id label, else None."""
+    meta = profile.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    labels = meta.get("labels")
+    member = labels.get(MEMBER_ID_LABEL) if isinstance(labels, Mapping) else None
+    if not isinstance(member, str) or not member:
+        return None
+    namespace = meta.get("namespace")
+    return (namespace if isinstance(namespace, str) else "", member)
+
+
+def _created(profile: Mapping[str, Any]) -> str | None:
+    created = (profile.get("metadata") or {}).get("creationTimestamp")
+    # RFC 3339 in UTC ("2026-01-02T03:04:05Z"), as the API server writes it, sorts as text.
+    return created if isinstance(created, str) and created else None
+
+
+class MemberIndex:
+    """Which profiles stand for their cluster. ``update`` and ``remove`` return the keys whose
+    standing may have changed; :meth:`stands` answers for one key."""
+
+    def __init__(self) -> None:
+        self._member: dict[str, Member] = {}  # key -> its member
+        self._keys: dict[Member, dict[str, str | None]] = {}  # member -> {key: creationTimestamp}
+        self._winner: dict[Member, str | None] = {}
+
+    def update(self, key: str, profile: Mapping[str, Any]) -> set[str]:
+        touched = self.remove(key)
+        member = member_of(profile)
+        if member is None:
+            return touched | {key}
+        self._member[key] = member
+        self._keys.setdefault(member, {})[key] = _created(profile)
+        self._settle(member)
+        return touched | set(self._keys[member])
+
+    def remove(self, key: str) -> set[str]:
+        member = self._member.pop(key, None)
+        if member is None:
+            return {key}
+        keys = self._keys[member]
+        del keys[key]
+        if not keys:
+            del self._keys[member], self._winner[member]
+            return {key}
+        self._settle(member)
+        return {key, *keys}
+
+    def _settle(self, member: Member) -> None:
+        keys = self._keys[member]
+        dated = [(created, key) for key, created in keys.items() if created is not None]
+        if len(keys) == 1:
+            self._winner[member] = next(iter(keys))
+        elif not dated:
+            self._winner[member] = None
+        else:
+            oldest = min(created for created, _ in dated)
+            first = [key for created, key in dated if created == oldest]
+            self._winner[member] = first[0] if len(first) == 1 else None
+
+    def stands(self, key: str) -> bool:
+        """Whether ``key`` is acted on: it has no member id, or it is its member's one oldest."""
+        member = self._member.get(key)
+        return member is None or self._winner.get(member) == key
+
+    def duplicates(self) -> dict[Member, list[str]]:
+        """Every member with more than one profile: (namespace, member id) -> keys, sorted."""
+        return {member: sorted(keys) for member, keys in self._keys.items() if len(keys) > 1}
+
+    def count(self) -> int:
+        """Profiles that do not stand because another profile describes their cluster."""
+        return sum(len(keys) - (self._winner.get(member) is not None) for member, keys in self._keys.items() if len(keys) > 1)
