@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cpcreds.hookspecs import hookimpl
+from cpcreds.sdk import hookimpl
 from tests.fakes.builders import access_provider, cluster_profile
 
 BIN = Path(sys.executable).parent

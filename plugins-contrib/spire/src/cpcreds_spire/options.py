@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
-from spiffe import SpiffeId
-from spiffe.errors import PySpiffeError
 
 from cpcreds.sdk import parse_duration, type_name
 
@@ -127,6 +125,9 @@ class SpireOptions(BaseModel):
             return None
         if not isinstance(value, str):
             raise ValueError(f"must be a string, not {type_name(value)}")
+        from spiffe import SpiffeId  # only when a spiffeId is given: loading the plugin needs none of spiffe
+        from spiffe.errors import PySpiffeError
+
         problem = None
         try:
             return str(SpiffeId(value))

@@ -14,15 +14,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
-
-from spiffe import JwtSvid
+from typing import TYPE_CHECKING, Any
 
 from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, provider_main
 
 from .options import SpireOptions, parse_audience, workload_address
 from .svid import UnusableToken, check_token, expiry_from_exp
 from .workload import WorkloadClients, WorkloadError
+
+if TYPE_CHECKING:  # the spiffe client is imported when the Workload API is called (workload.py)
+    from spiffe import JwtSvid
 
 __all__ = ["SpireProvider", "SOCKET_ENV", "AUDIENCE_ENV", "cpcreds_register_providers", "main"]
 

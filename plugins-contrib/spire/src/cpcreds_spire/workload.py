@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-
-import grpc
-from spiffe import JwtSvid, SpiffeId, WorkloadApiClient
-from spiffe.errors import ArgumentError, PySpiffeError
-from spiffe.spiffe_id.spiffe_id import SpiffeIdError, TrustDomainError
-from spiffe.svid.errors import (
-    InvalidAlgorithmError,
-    InvalidClaimError,
-    InvalidTypeError,
-    MissingClaimError,
-    TokenExpiredError,
-)
-from spiffe.workloadapi.errors import FetchJwtSvidError
+from typing import TYPE_CHECKING
 
 from cpcreds.sdk import redact_text
+
+# grpc and the spiffe client (about 150 ms) are imported when the Workload API is called, not
+# when the plugin is loaded: `cpcreds plugins`, and every engine whose config has no spire entry,
+# load this module without them.
+if TYPE_CHECKING:
+    import grpc
+    from spiffe import JwtSvid, WorkloadApiClient
+    from spiffe.errors import PySpiffeError
 
 __all__ = ["WorkloadError", "WorkloadClients"]
 
@@ -55,6 +51,9 @@ class WorkloadClients:
         when given), parsed and checked by the ``spiffe`` package (header, ``sub``, ``aud``
         holding every audience, ``exp`` not passed), within ``timeout`` seconds (the gRPC
         deadline). Raises :class:`WorkloadError`."""
+        from spiffe import SpiffeId
+        from spiffe.errors import PySpiffeError
+
         client = self.client(address)
         subject = SpiffeId(spiffe_id) if spiffe_id else None
         problem: WorkloadError
@@ -75,6 +74,9 @@ class WorkloadClients:
         """The client for ``address``, built on the first call and the same object after that,
         whichever thread asks. Raises :class:`WorkloadError` when the socket does not exist (the
         client is then not kept: the agent may start later)."""
+        from spiffe import WorkloadApiClient
+        from spiffe.errors import ArgumentError
+
         with self._lock:
             client = self._clients.get(address)
             if client is not None:
@@ -92,6 +94,9 @@ class WorkloadClients:
 
 
 def _describe(exc: PySpiffeError, address: str, timeout: float) -> WorkloadError:
+    import grpc
+    from spiffe.workloadapi.errors import FetchJwtSvidError
+
     cause = exc.__cause__
     if isinstance(cause, grpc.Call):
         code, status = cause.code(), _status(cause)
@@ -115,6 +120,8 @@ def _describe(exc: PySpiffeError, address: str, timeout: float) -> WorkloadError
 
 def _status(call: grpc.Call) -> str:
     """``CODE: details``, the details on one line, redacted and cut: the agent wrote them."""
+    import grpc
+
     code = call.code()
     name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     details = call.details()
@@ -127,6 +134,9 @@ def _status(call: grpc.Call) -> str:
 
 def _token_reason(error: BaseException) -> str:
     # Fixed words per failure: the library's messages may quote a header value or the sub claim.
+    from spiffe.spiffe_id.spiffe_id import SpiffeIdError, TrustDomainError
+    from spiffe.svid.errors import InvalidAlgorithmError, InvalidClaimError, InvalidTypeError, MissingClaimError, TokenExpiredError
+
     if isinstance(error, TokenExpiredError):
         return "it has expired"
     if isinstance(error, MissingClaimError):
