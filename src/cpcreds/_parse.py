@@ -35,12 +35,15 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Callable, Literal, NamedTuple
 
 
 __all__ = [
     "DocumentError",
+    "Limits",
     "load_document",
+    "load_or_raise",
+    "read_or_raise",
     "load_documents",
     "open_regular",
     "read_bounded",
@@ -65,6 +68,17 @@ DEFAULT_MAX_NODES = 2_000_000
 MAX_INT_DIGITS = 4300
 
 Syntax = Literal["auto", "json", "yaml"]
+
+
+class Limits(NamedTuple):
+    """The bounds on one kind of input document, written once where that kind is read (the
+    provider config's, a profile file's, a plugin's answer's) and passed whole to
+    :func:`load_document`, :func:`load_documents` and :func:`load_or_raise`."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_aliases: int = DEFAULT_MAX_ALIASES
+    max_nodes: int = DEFAULT_MAX_NODES
 
 _SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_.$/@:\-]{1,64}")
 _TAG = "tag:yaml.org,2002:"
@@ -172,6 +186,50 @@ def load_document(
     if len(documents) > 1:
         raise DocumentError(f"holds {len(documents)} documents; expected one", source=source, kind="documents")
     return documents[0] if documents else None
+
+
+def load_or_raise(
+    data: str | bytes,
+    error: Callable[[str], BaseException],
+    *,
+    source: str,
+    syntax: Syntax = "auto",
+    limits: Limits = Limits(),
+    message: str = "{detail}",
+    many: bool = False,
+) -> Any:
+    """:func:`load_document` (:func:`load_documents` with ``many=True``) within ``limits``, or
+    ``error(message)`` raised when the document cannot be read: ``message`` may name
+    ``{source}`` and ``{detail}`` (the :class:`DocumentError`'s reason and line, never the
+    content). The error is raised outside the ``except`` block, so no parser exception is
+    chained to it (a traceback shows none of the document's text)."""
+    problem: DocumentError | None = None
+    try:
+        if many:
+            return load_documents(data, source=source, syntax=syntax, **limits._asdict())
+        return load_document(data, source=source, syntax=syntax, **limits._asdict())
+    except DocumentError as exc:
+        problem = exc
+    raise error(message.format(source=problem.source, detail=problem.detail))
+
+
+def read_or_raise(path: str | os.PathLike[str], error: Callable[[str], BaseException], *, max_bytes: int) -> bytes:
+    """:func:`read_bounded`, or ``error(reason)`` raised when the file cannot be read, ``reason``
+    one of ``file not found``, ``is a directory, not a file``, ``is not a regular file``,
+    ``is larger than …``, ``cannot read: <the system's reason>``. Raised outside the ``except``
+    block: no ``OSError`` hangs off it."""
+    reason: str
+    try:
+        return read_bounded(path, max_bytes)
+    except FileNotFoundError:
+        reason = "file not found"
+    except IsADirectoryError:
+        reason = "is a directory, not a file"
+    except DocumentError as exc:
+        reason = exc.detail
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        reason = f"cannot read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__}"
+    raise error(reason)
 
 
 def load_documents(

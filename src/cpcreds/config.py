@@ -37,7 +37,7 @@ from ._configrules import (
     go_marshalled_exec_config,
     parse_duration,
 )
-from ._parse import DocumentError, load_document, plain_copy, read_bounded
+from ._parse import Limits, load_or_raise, plain_copy, read_or_raise
 from .errors import ConfigError
 from .kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .settings import Settings
@@ -78,13 +78,11 @@ InteractiveMode = Literal[INTERACTIVE_MODES]  # type: ignore[valid-type]
 
 #: How errors name providers that came from the command line rather than a file.
 FLAG_SOURCE = "--clusterprofile-access-provider"
-#: Largest provider config file read (a config with hundreds of providers is a few tens of KiB).
-MAX_CONFIG_BYTES = 1024 * 1024
-#: Deepest nesting allowed in a provider config file (``options`` included).
-MAX_CONFIG_DEPTH = 64
-#: Most YAML aliases in a config file, and most values once aliases are expanded.
-MAX_CONFIG_ALIASES = 100
-MAX_CONFIG_NODES = 100_000
+#: The bounds on a provider config file: at most 1 MiB (a config with hundreds of providers is
+#: a few tens of KiB), nesting 64 deep (``options`` included), 100 YAML aliases and 100,000
+#: values once aliases are expanded.
+CONFIG_LIMITS = Limits(max_bytes=1024 * 1024, max_depth=64, max_aliases=100, max_nodes=100_000)
+MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_ALIASES, MAX_CONFIG_NODES = CONFIG_LIMITS
 
 def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
@@ -803,37 +801,17 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
 
 
 def _parse_document(text: str | bytes, source: str) -> Any:
-    problem: DocumentError | None = None
-    try:
-        return load_document(
-            text,
-            source=source,
-            syntax="json" if source.endswith(".json") else "auto",
-            max_bytes=MAX_CONFIG_BYTES,
-            max_depth=MAX_CONFIG_DEPTH,
-            max_aliases=MAX_CONFIG_ALIASES,
-            max_nodes=MAX_CONFIG_NODES,
-        )
-    except DocumentError as exc:
-        problem = exc
-    raise ConfigError(problem.detail, source=source)
+    return load_or_raise(
+        text,
+        lambda problem: ConfigError(problem, source=source),
+        source=source,
+        syntax="json" if source.endswith(".json") else "auto",
+        limits=CONFIG_LIMITS,
+    )
 
 
 def _read_config_file(source: str) -> bytes:
-    reason: str | None = None
-    try:
-        if os.path.isdir(source):
-            reason = "is a directory, not a file"
-        else:
-            return read_bounded(source, MAX_CONFIG_BYTES)
-    except FileNotFoundError:
-        reason = "file not found"
-    except DocumentError as exc:
-        reason = exc.detail
-    except OSError as exc:
-        reason = f"cannot read: {exc.strerror or type(exc).__name__}"
-    # Raised outside the except block so that no OSError hangs off the ConfigError.
-    raise ConfigError(reason or "cannot read", source=source)
+    return read_or_raise(source, lambda problem: ConfigError(problem, source=source), max_bytes=MAX_CONFIG_BYTES)
 
 
 def load_config(path: str | os.PathLike[str]) -> ProviderConfig:

@@ -6,46 +6,34 @@ import os
 import sys
 from typing import Any
 
-from ._parse import DocumentError, load_documents, read_bounded
+from ._parse import Limits, load_or_raise, read_or_raise
 from .config import json_type_name
 from .errors import ProfileError
 
 __all__ = ["load_profiles", "select_profile", "profile_ref", "MAX_PROFILE_FILE_BYTES"]
 
-#: Largest ClusterProfile file (or stdin) read: a List of a few thousand profiles.
-MAX_PROFILE_FILE_BYTES = 16 * 1024 * 1024
-#: Deepest nesting allowed in a profile file.
-MAX_PROFILE_DEPTH = 100
-#: Most YAML aliases in a profile file, and most values once aliases are expanded.
-MAX_PROFILE_ALIASES = 1000
-MAX_PROFILE_NODES = 2_000_000
+#: The bounds on a ClusterProfile file (or stdin): at most 16 MiB (a List of a few thousand
+#: profiles), nesting 100 deep, 1,000 YAML aliases and 2,000,000 values once they are expanded.
+PROFILE_LIMITS = Limits(max_bytes=16 * 1024 * 1024, max_depth=100, max_aliases=1000, max_nodes=2_000_000)
+MAX_PROFILE_FILE_BYTES = PROFILE_LIMITS.max_bytes
 
 
 def _read(source: str) -> bytes:
-    reason: str | None = None
+    if source != "-":
+        return read_or_raise(source, lambda reason: ProfileError(f"{source}: {reason}"), max_bytes=MAX_PROFILE_FILE_BYTES)
+    reason: str
     try:
-        if source == "-":
-            stream = getattr(sys.stdin, "buffer", None)
-            data = stream.read(MAX_PROFILE_FILE_BYTES + 1) if stream is not None else sys.stdin.read(MAX_PROFILE_FILE_BYTES + 1)
-            data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-            if len(data) > MAX_PROFILE_FILE_BYTES:
-                reason = f"is larger than {MAX_PROFILE_FILE_BYTES // (1024 * 1024)} MiB"
-            else:
-                return data
-        elif os.path.isdir(source):
-            reason = "is a directory, not a file"
-        else:
-            return read_bounded(source, MAX_PROFILE_FILE_BYTES)
-    except FileNotFoundError:
-        reason = "file not found"
-    except DocumentError as exc:
-        reason = exc.detail
-    except (OSError, ValueError) as exc:
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read(MAX_PROFILE_FILE_BYTES + 1) if stream is not None else sys.stdin.read(MAX_PROFILE_FILE_BYTES + 1)
+    except (OSError, ValueError) as exc:  # ValueError: stdin closed
         reason = f"cannot read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__}"
+    else:
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        if len(data) <= MAX_PROFILE_FILE_BYTES:
+            return data
+        reason = f"is larger than {MAX_PROFILE_FILE_BYTES // (1024 * 1024)} MiB"
     # Raised outside the except block so that no OSError hangs off the ProfileError.
-    raise ProfileError(f"{'<stdin>' if source == '-' else source}: {reason or 'cannot read'}")
-
-
+    raise ProfileError(f"<stdin>: {reason}")
 
 
 def _name_part(value: Any) -> str | None:
@@ -71,21 +59,15 @@ def load_profiles(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     source = os.fspath(path)
     data = _read(source)
     label = "<stdin>" if source == "-" else source
-    problem: DocumentError | None = None
-    try:
-        documents = load_documents(
-            data,
-            source=label,
-            syntax="json" if label.endswith(".json") else "auto",
-            max_bytes=MAX_PROFILE_FILE_BYTES,
-            max_depth=MAX_PROFILE_DEPTH,
-            max_aliases=MAX_PROFILE_ALIASES,
-            max_nodes=MAX_PROFILE_NODES,
-        )
-    except DocumentError as exc:
-        problem = exc
-    if problem is not None:
-        raise ProfileError(str(problem))
+    documents = load_or_raise(
+        data,
+        ProfileError,
+        source=label,
+        syntax="json" if label.endswith(".json") else "auto",
+        limits=PROFILE_LIMITS,
+        message="{source}: {detail}",
+        many=True,
+    )
     profiles: list[dict[str, Any]] = []
     for doc in documents:
         if doc is None:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._parse import DocumentError, load_document, read_bounded
+from .._parse import Limits, load_or_raise, read_or_raise
 from ..config import json_type_name
 from ..errors import ConfigError
 from .match import Pattern, PatternError, compile_pattern
@@ -61,9 +61,10 @@ _CONFIG_API_VERSION_V1 = CONFIG_API_VERSIONS[0]
 CONFIG_KIND: Final = "CredentialProviderConfig"
 #: tokenAttributes.cacheType: cache per service account, or per token.
 TOKEN_CACHE_TYPES: Final = ("ServiceAccount", "Token")
-#: A node's config is a few KiB; bounded like every input.
-MAX_CONFIG_BYTES: Final = 1024 * 1024
-_MAX_DEPTH, _MAX_ALIASES, _MAX_NODES = 32, 100, 100_000
+#: The bounds on a node's config (a few KiB): at most 1 MiB, nesting 32 deep, 100 YAML aliases
+#: and 100,000 values once they are expanded.
+CONFIG_LIMITS: Final = Limits(max_bytes=1024 * 1024, max_depth=32, max_aliases=100, max_nodes=100_000)
+MAX_CONFIG_BYTES: Final = CONFIG_LIMITS.max_bytes
 _CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
 _TOP_FIELDS = frozenset({"apiVersion", "kind", "providers"})
@@ -353,28 +354,11 @@ def parse_credential_provider_config(document: Any, *, source: str, bin_dir: str
 
 
 def _read_document(path: str) -> Any:
-    problem: str | None = None
-    try:
-        data = read_bounded(path, MAX_CONFIG_BYTES)
-        return load_document(
-            data,
-            source=path,
-            syntax="json" if path.endswith(".json") else "auto",
-            max_bytes=MAX_CONFIG_BYTES,
-            max_depth=_MAX_DEPTH,
-            max_aliases=_MAX_ALIASES,
-            max_nodes=_MAX_NODES,
-        )
-    except FileNotFoundError:
-        problem = "file not found"
-    except IsADirectoryError:
-        problem = "is a directory"
-    except DocumentError as exc:
-        problem = exc.detail
-    except OSError as exc:
-        problem = f"cannot read: {exc.strerror or type(exc).__name__}"
-    # Raised here, not in the except blocks: no parser or OS exception hangs off ours.
-    raise ConfigError(problem, source=path)
+    def error(problem: str) -> ConfigError:
+        return ConfigError(problem, source=path)
+
+    data = read_or_raise(path, error, max_bytes=MAX_CONFIG_BYTES)
+    return load_or_raise(data, error, source=path, syntax="json" if path.endswith(".json") else "auto", limits=CONFIG_LIMITS)
 
 
 def _config_files(path: str) -> list[str]:

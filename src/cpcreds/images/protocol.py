@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from .._durations import duration_ns, format_duration
-from .._parse import DocumentError, load_document
+from .._parse import Limits, load_or_raise
 from ..errors import CredentialError
 
 __all__ = [
@@ -294,14 +294,9 @@ def request_document(request: CredentialProviderRequest) -> bytes:
 
 
 def _load(data: bytes | str, source: str, max_bytes: int) -> dict[str, Any]:
-    # Raised outside the except block: the parser's exception must not be chained to ours.
-    problem = None
-    try:
-        document = load_document(data, source=source, syntax="json", max_bytes=max_bytes)
-    except DocumentError as exc:
-        problem = f"{source} is not a JSON document ({exc.detail})"
-    if problem is not None:
-        raise ProtocolError(problem)
+    document = load_or_raise(
+        data, ProtocolError, source=source, syntax="json", limits=Limits(max_bytes=max_bytes), message="{source} is not a JSON document ({detail})"
+    )
     if not isinstance(document, dict):
         raise ProtocolError(f"{source} is {_article(_json_type(document))}, not a JSON object")
     return document

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
-from .._parse import DocumentError, load_document
+from .._parse import Limits, load_or_raise
 from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
@@ -536,13 +536,9 @@ class ExecProvider:
         # hostile answer (deep nesting, alias bombs) from costing more than its size; its errors
         # never quote the answer. Every error below is raised outside the except block that saw
         # the problem, so no exception chained to ours can carry the answer's text.
-        problem = None
-        try:
-            document = load_document(raw, source="answer", max_bytes=self.max_stdout_bytes)
-        except DocumentError as exc:
-            problem = f"{len(raw)} bytes that are neither JSON nor YAML ({exc.detail})"
-        if problem is not None:
-            raise bad(problem)
+        document = load_or_raise(
+            raw, bad, source="answer", limits=Limits(max_bytes=self.max_stdout_bytes), message=f"{len(raw)} bytes that are neither JSON nor YAML ({{detail}})"
+        )
         if not isinstance(document, dict):
             raise bad(f"{json_type_name(document)}, not an ExecCredential object")
         api_version, kind = document.get("apiVersion"), document.get("kind")
