@@ -301,6 +301,24 @@ def test_config_file_that_is_a_directory_is_one_clear_error(tmp_path: Path) -> N
         load_config(tmp_path)
 
 
+@pytest.mark.parametrize("kind", ["config", "profiles", "node config"])
+def test_unreadable_documents_are_one_error_with_nothing_chained(tmp_path: Path, kind: str) -> None:
+    """Every reader words a bad file the same way (one helper) and chains no parser or OS error."""
+    from cpcreds import ProfileError
+    from cpcreds.images.config import load_credential_provider_config
+    from cpcreds.profiles import load_profiles
+
+    read = {"config": load_config, "profiles": load_profiles, "node config": lambda path: load_credential_provider_config(path, tmp_path)}[kind]
+    error = ProfileError if kind == "profiles" else ConfigError
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\nsecret: hunter2\n")
+    for path, expected in ((tmp_path / "missing.yaml", "file not found"), (bad, "line")):
+        with pytest.raises(error, match=expected) as info:
+            read(path)
+        assert "hunter2" not in str(info.value)
+        assert info.value.__context__ is None and info.value.__cause__ is None
+
+
 def test_options_that_json_cannot_hold_are_a_config_error() -> None:
     import datetime
 
