@@ -356,7 +356,10 @@ class HubSource:
         finally:
             with self._open_lock:
                 self._open.discard(response)
-            response.release_conn()
+            if stop.is_set():
+                response.close()  # its connection too: the hub sees the watch go at once
+            else:
+                response.release_conn()
         if not delivered and time.monotonic() - started < _SHORTEST_WATCH and not stop.is_set():
             raise HubProblem("the hub ended the watch at once, without an event")
         return version, delivered or time.monotonic() - started >= _SHORTEST_WATCH
