@@ -526,9 +526,13 @@ class Fleet:
             if loop is None:
                 waits.append(asyncio.ensure_future(asyncio.to_thread(_close_now, client)))
                 continue
+            if loop.is_closed():
+                continue  # the program ended that loop: its connections went with it
+            closing = client.close()
             try:
-                future = asyncio.run_coroutine_threadsafe(client.close(), loop)
-            except RuntimeError:  # that loop is closed: its connections went with it
+                future = asyncio.run_coroutine_threadsafe(closing, loop)
+            except RuntimeError:  # closed meanwhile
+                closing.close()
                 continue
             waits.append(asyncio.wrap_future(future))
         if waits:
