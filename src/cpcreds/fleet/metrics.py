@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .cluster import CLUSTER_STATES
-
-if TYPE_CHECKING:
-    from .core import Fleet
 
 __all__ = ["FleetCollector"]
 
@@ -21,7 +18,7 @@ class FleetCollector(Collector):
     ``cpcreds_fleet_duplicate_profiles`` (profiles not acted on: KEP-4322 duplicates), read at
     scrape time."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Any) -> None:  # a Fleet (not imported: fleet.core imports this)
         self.fleet = fleet
 
     def collect(self) -> Iterator[Any]:
