@@ -9,8 +9,15 @@ Hub credentials, in order (as the Go plugins, plus explicit options):
    account's token exists (the pod's service account; its token is re-read as it rotates);
 4. the default kubeconfig: ``KUBECONFIG`` (a list of paths, merged) or ``~/.kube/config``.
 
-The ``kubernetes`` client's own loaders read them (``load_kube_config``, the in-cluster
-loader), so exec plugins, client certificates and proxies of a hub kubeconfig all work.
+A plain kubeconfig (one file; a context whose cluster has a server, a CA and perhaps a TLS
+server name, and whose user has a token, a token file or a client certificate and key, inline or
+as files) and the in-cluster config are read here and served by :mod:`urllib3` directly, with an
+``ssl`` context built from the CA and client certificate: a one-shot run of the console scripts
+then does not import the ``kubernetes`` client (its package ``__init__`` loads the whole client
+and google-auth, requests-oauthlib and cryptography: 150-300 ms of a 30 ms job). Anything else
+(a KUBECONFIG list, an exec plugin, an auth-provider, a proxy, basic auth, a context or cluster
+that is missing) is read by the ``kubernetes`` client's own loader (``load_kube_config``), as
+before, which also words what is wrong with it.
 
 One :class:`HubClient` (one ``ApiClient``, one urllib3 connection pool) exists per
 :class:`HubSource` per process, shared by every provider that uses that source and closed when
@@ -35,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cpcreds.sdk import DocumentError, open_regular, read_bounded
+from cpcreds.sdk import DocumentError, load_document, open_regular, read_bounded
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
@@ -127,34 +134,47 @@ def default_namespace(
 
 
 class HubClient:
-    """One hub: an ``ApiClient`` with its connection pool, and the kubeconfig context's
-    namespace (``None`` for in-cluster config or a context without one). Thread-safe."""
+    """One hub: an ``ApiClient`` with its connection pool (``api``), or a plain urllib3 pool
+    (:class:`_PlainHub`), and the kubeconfig context's namespace (``None`` for in-cluster config
+    or a context without one). Thread-safe."""
 
-    def __init__(self, api: ApiClient, source: HubSource, context_namespace: str | None) -> None:
+    def __init__(self, api: ApiClient | _PlainHub, source: HubSource, context_namespace: str | None) -> None:
         self.api = api
         self.source = source
         self.context_namespace = context_namespace
-        self.url = str(api.configuration.host)
+        self.url = str(api.url) if isinstance(api, _PlainHub) else str(api.configuration.host)
+
+    def _get(self, namespace: str, name: str, timeout: float) -> Any:
+        """The urllib3 response to GET the Secret, its body not read yet."""
+        if isinstance(self.api, _PlainHub):
+            return self.api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}", timeout)
+        method, url, headers, _, _ = self.api.param_serialize(
+            method="GET",
+            resource_path="/api/v1/namespaces/{namespace}/secrets/{name}",
+            path_params={"namespace": namespace, "name": name},
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        return self.api.call_api(method, url, header_params=headers, _request_timeout=timeout).response
 
     def read_secret(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
         """GET Secret ``namespace/name`` within ``timeout`` seconds; the object as a dict.
         Raises :class:`HubError` for anything else than a Secret."""
-        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
+        # The kubernetes client's ApiException(status=0) is how it reports TLS errors; a plain
+        # hub never loads that module.
+        client_errors: tuple[type[BaseException], ...] = (HTTPError, OSError)
+        if not isinstance(self.api, _PlainHub):
+            from kubernetes.client.exceptions import ApiException
+
+            client_errors = (*client_errors, ApiException)
         where = f"Secret {namespace}/{name}"
         deadline = time.monotonic() + timeout
         failure = None
         try:
-            method, url, headers, _, _ = self.api.param_serialize(
-                method="GET",
-                resource_path="/api/v1/namespaces/{namespace}/secrets/{name}",
-                path_params={"namespace": namespace, "name": name},
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-            )
-            raw = self.api.call_api(method, url, header_params=headers, _request_timeout=timeout).response
-        except (HTTPError, OSError, ApiException) as exc:  # ApiException(status=0): the client's TLS errors
+            raw = self._get(namespace, name, timeout)
+        except client_errors as exc:
             failure = _failure(exc)
         if failure is not None:
             # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
@@ -311,6 +331,9 @@ HUB_CLIENTS = HubClients()
 
 
 def _build(source: HubSource) -> HubClient:
+    plain = _plain_hub(source)
+    if plain is not None:
+        return HubClient(plain[0], source, plain[1])
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 
@@ -380,3 +403,129 @@ def _loader_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return f"{type(exc).__name__} (not a valid kubeconfig)"
+
+
+# -- plain hubs: urllib3 and an ssl context, without the kubernetes client ---------------------------
+
+#: Largest hub kubeconfig read on the plain path (a larger one goes to the kubernetes loader).
+_MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
+#: What the plain path reads of a kubeconfig; any other field sends it to the kubernetes loader.
+_PLAIN_CLUSTER = {"server", "certificate-authority", "certificate-authority-data", "tls-server-name", "extensions"}
+_PLAIN_USER = {"token", "tokenFile", "token-file", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "extensions"}
+
+
+class _PlainHub:
+    """A hub reached with urllib3 directly: one thread-safe pool for ``url``, the bearer token
+    (re-read from ``token_file`` for every request, as a projected token rotates)."""
+
+    def __init__(self, url: str, context: Any, server_hostname: str | None, token: str | None, token_file: str | None) -> None:
+        import urllib3
+
+        self.url = url.rstrip("/")
+        self._token, self._token_file = token, token_file
+        pool_options: dict[str, Any] = {"ssl_context": context, "retries": False}
+        if server_hostname:
+            pool_options["server_hostname"] = server_hostname
+        self._pool = urllib3.PoolManager(maxsize=10, **pool_options)
+
+    def get(self, path: str, timeout: float) -> Any:
+        headers = {"Accept": "application/json", "User-Agent": "cpcreds-secretreader"}
+        token = self._token
+        if self._token_file:
+            token = read_bounded(self._token_file, 64 * 1024).decode("utf-8", "replace").strip()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return self._pool.request("GET", self.url + path, headers=headers, timeout=timeout, preload_content=False, redirect=False)
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+def _plain_hub(source: HubSource) -> tuple[_PlainHub, str | None] | None:
+    """A plain client and the context's namespace for ``source``, or ``None`` when the source
+    needs the kubernetes loader (or is broken: that loader words the error)."""
+    try:
+        if source.kind == "in-cluster":
+            directory = Path(source.service_account_dir or SERVICE_ACCOUNT_DIR)
+            host = source.host or ""
+            url = f"https://[{host}]:{source.port}" if ":" in host else f"https://{host}:{source.port}"
+            ca = read_bounded(directory / "ca.crt", _MAX_KUBECONFIG_BYTES)
+            return _PlainHub(url, _ssl_context(ca, None, None), None, None, str(directory / "token")), None
+        return _plain_kubeconfig(source)
+    except (OSError, ValueError, DocumentError):  # ssl.SSLError is an OSError
+        return None
+
+
+def _plain_kubeconfig(source: HubSource) -> tuple[_PlainHub, str | None] | None:
+    path = os.path.expanduser(source.kubeconfig or "")
+    if not path or os.pathsep in path or not os.path.isfile(path):
+        return None
+    document = load_document(read_bounded(path, _MAX_KUBECONFIG_BYTES), source=path)
+    if not isinstance(document, dict):
+        return None
+    context_name = source.context if source.context is not None else document.get("current-context")
+    context = _entry(document, "contexts", "context", context_name)
+    cluster = _entry(document, "clusters", "cluster", (context or {}).get("cluster"))
+    user = _entry(document, "users", "user", (context or {}).get("user"))
+    if context is None or cluster is None or user is None or set(cluster) - _PLAIN_CLUSTER or set(user) - _PLAIN_USER:
+        return None
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server.startswith("https://"):
+        return None
+    base = os.path.dirname(os.path.abspath(path))
+    ca = _data_or_file(cluster, "certificate-authority", base)
+    cert = _data_or_file(user, "client-certificate", base)
+    key = _data_or_file(user, "client-key", base)
+    if (cert is None) != (key is None):
+        return None
+    token, token_file = user.get("token"), user.get("tokenFile") or user.get("token-file")
+    if not all(isinstance(value, (str, type(None))) for value in (token, token_file, cluster.get("tls-server-name"))):
+        return None
+    if token_file:
+        token_file = os.path.join(base, token_file)
+    namespace = context.get("namespace")
+    hub = _PlainHub(server, _ssl_context(ca, cert, key), cluster.get("tls-server-name"), token or None, token_file or None)
+    return hub, namespace if isinstance(namespace, str) and namespace.strip() else None
+
+
+def _entry(document: dict[str, Any], section: str, field: str, name: Any) -> dict[str, Any] | None:
+    entries = document.get(section)
+    if not isinstance(name, str) or not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(field)
+            return body if isinstance(body, dict) else None
+    return None
+
+
+def _data_or_file(section: dict[str, Any], name: str, base: str) -> bytes | None:
+    """The PEM of ``name-data`` (base64) or of the file ``name`` (relative to the kubeconfig)."""
+    import base64
+
+    data, path = section.get(f"{name}-data"), section.get(name)
+    if data:
+        if not isinstance(data, str):
+            raise ValueError(f"{name}-data is not a string")
+        return base64.b64decode(data, validate=True)
+    if path:
+        if not isinstance(path, str):
+            raise ValueError(f"{name} is not a string")
+        return read_bounded(os.path.join(base, os.path.expanduser(path)), _MAX_KUBECONFIG_BYTES)
+    return None
+
+
+def _ssl_context(ca: bytes | None, cert: bytes | None, key: bytes | None) -> Any:
+    import ssl
+    import tempfile
+
+    context = ssl.create_default_context(cadata=ca.decode("ascii") if ca else None)
+    if cert is not None and key is not None:
+        # ssl loads a client certificate from files only: a private file, removed at once.
+        with tempfile.TemporaryDirectory(prefix="cpcreds-hub-") as directory:
+            pem = os.path.join(directory, "client.pem")
+            descriptor = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(cert.rstrip(b"\n") + b"\n" + key)
+            context.load_cert_chain(pem)
+    return context
