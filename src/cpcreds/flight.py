@@ -1,4 +1,6 @@
-"""Flight: one plan's in-flight fetch, and the release of everyone waiting for it.
+"""Flight: one in-flight piece of shared work (a plan's fetch, a kubelet plugin run), and the
+release of everyone waiting for it. The one single-flight primitive of the package: the engine
+uses it as it is, :mod:`cpcreds.images.cache` extends it with what an image lookup needs.
 
 A fetch is shared work; waiting for it is each caller's own business. So a waiter never touches
 the work: a thread waits on an event, an asyncio task on a future of its own that nobody else
@@ -35,13 +37,14 @@ def _settle(future: asyncio.Future[None]) -> None:  # only ever called on a runn
 
 
 class Flight:
-    """The outcome of one fetch, once it is known. Thread-safe; waiters may be threads or tasks
-    on any event loop."""
+    """The outcome of one piece of work, once it is known: ``value`` (for the engine's fetches,
+    also readable as ``credential``), ``error`` or ``abandoned``. Thread-safe; waiters may be
+    threads or tasks on any event loop. Subclasses add slots of their own."""
 
-    __slots__ = ("credential", "error", "abandoned", "_ended", "_event", "_lock", "_loop_waiters")
+    __slots__ = ("value", "error", "abandoned", "_ended", "_event", "_lock", "_loop_waiters")
 
     def __init__(self) -> None:
-        self.credential: Credential | None = None
+        self.value: Any = None
         self.error: CredentialError | None = None
         #: True when the work stopped without an outcome; waiters should start over.
         self.abandoned = False
@@ -52,13 +55,18 @@ class Flight:
         self._lock = threading.Lock()
         self._loop_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
+    @property
+    def credential(self) -> Credential | None:
+        """The credential a successful fetch ended with (the engine's name for ``value``)."""
+        return self.value
+
     def done(self) -> bool:
         return self._ended
 
     # -- ending it (once) --------------------------------------------------------------------
 
-    def succeed(self, credential: Credential) -> bool:
-        return self._end(credential=credential)
+    def succeed(self, value: Any) -> bool:
+        return self._end(value=value)
 
     def fail(self, error: CredentialError) -> bool:
         return self._end(error=error)
@@ -66,12 +74,12 @@ class Flight:
     def abandon(self) -> bool:
         return self._end(abandoned=True)
 
-    def _end(self, *, credential: Credential | None = None, error: CredentialError | None = None, abandoned: bool = False) -> bool:
+    def _end(self, *, value: Any = None, error: CredentialError | None = None, abandoned: bool = False) -> bool:
         """Record the outcome and wake every waiter; False if the flight had already ended."""
         with self._lock:
             if self._ended:
                 return False
-            self.credential, self.error, self.abandoned = credential, error, abandoned
+            self.value, self.error, self.abandoned = value, error, abandoned
             self._ended = True
             event = self._event
             waiters, self._loop_waiters = self._loop_waiters, []

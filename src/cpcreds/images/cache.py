@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from .. import flight as _flight
 from ..errors import CredentialError
 from .protocol import CACHE_KEY_GLOBAL, CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderResponse
 from .reference import ImageReference
@@ -61,29 +62,29 @@ def cache_key(key_type: str, image: ImageReference) -> str:
     return ""
 
 
-class Flight:
-    """One plugin run and the callers waiting for it. Ends once: with an entry (and the key type
-    and key it was filed under), an error, or abandoned. ``asked`` is the repository the run
-    asks the plugin about."""
+class Flight(_flight.Flight):
+    """One plugin run and the callers waiting for it (:class:`cpcreds.flight.Flight`, whose
+    ``value`` is the :class:`CacheEntry`). Ends once: with an entry (and the key type and key it
+    was filed under), an error, or abandoned. ``asked`` is the repository the run asks the
+    plugin about."""
 
-    __slots__ = ("key", "asked", "entry", "key_type", "filed_under", "error", "abandoned", "_event")
+    __slots__ = ("key", "asked", "key_type", "filed_under")
 
     def __init__(self, key: tuple[str, str, str, str], asked: str = "") -> None:
+        super().__init__()
         self.key = key
         self.asked = asked
-        self.entry: CacheEntry | None = None
         self.key_type = ""
         self.filed_under = ""
-        self.error: CredentialError | None = None
-        self.abandoned = False
-        self._event = threading.Event()
 
-    def wait(self) -> None:
-        self._event.wait()
+    @property
+    def entry(self) -> CacheEntry | None:
+        """The run's answer, once it succeeded."""
+        return self.value  # type: ignore[no-any-return]
 
     def applies_to(self, image: ImageReference) -> bool:
         """Does this run's answer hold for ``image`` too (same key under its key type)?"""
-        return self.entry is not None and cache_key(self.key_type, image) == self.filed_under
+        return self.value is not None and cache_key(self.key_type, image) == self.filed_under
 
     def raise_error_for(self, image: ImageReference) -> None:
         """Raise the run's error for a waiter asking about ``image``, when the run asked about
@@ -187,8 +188,8 @@ class ImageCredentialCache:
                     self._evict(now)
             self._learned[provider] = key_type
             self._flights.pop(flight.key, None)
-        flight.entry, flight.key_type, flight.filed_under = entry, key_type, filed_under
-        flight._event.set()
+        flight.key_type, flight.filed_under = key_type, filed_under  # before waiters wake
+        flight.succeed(entry)
         return entry
 
     def fail(self, flight: Flight, error: CredentialError) -> None:
@@ -196,15 +197,13 @@ class ImageCredentialCache:
         asked about raises a copy of it, the others look again."""
         with self._lock:
             self._flights.pop(flight.key, None)
-        flight.error = error
-        flight._event.set()
+        flight.fail(error)
 
     def abandon(self, flight: Flight) -> None:
         """End ``flight`` without an outcome: waiters look again and one of them runs the plugin."""
         with self._lock:
             self._flights.pop(flight.key, None)
-        flight.abandoned = True
-        flight._event.set()
+        flight.abandon()
 
     # -- housekeeping ------------------------------------------------------------------------
 
