@@ -1,0 +1,79 @@
+"""The aws provider's answer to a kubelet image credential request (KEP-2133): ECR's
+``GetAuthorizationToken``, as the kubelet's ``ecr-credential-provider`` answers.
+
+Only ECR registries are answered for: ``<account>.dkr.ecr.<region>.amazonaws.com`` (and
+``.amazonaws.com.cn``, the ``dkr.ecr-fips`` FIPS hosts, the dual-stack ``on.aws`` names and the
+isolated partitions' suffixes), with the same pattern as ecr-credential-provider. The token is
+asked of the registry's region (its FIPS endpoint for a FIPS host); the answer is the
+decoded ``user:password`` (user ``AWS``) for the registry's host, ``cacheKeyType: Registry``,
+cached for half the token's remaining lifetime (ECR tokens live 12 hours: 6h).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cpcreds.sdk import CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderResponse
+
+from .failures import Unusable
+
+__all__ = ["ECR_HOST", "EcrRegistry", "ecr_registry", "image_response"]
+
+#: ecr-credential-provider's pattern (cloud-provider-aws, cmd/ecr-credential-provider).
+ECR_HOST = re.compile(
+    r"(?P<account>[0-9]{12})\.dkr[.\-]ecr(?P<fips>-fips)?\.(?P<region>[a-zA-Z0-9][a-zA-Z0-9\-_]*)\."
+    r"(amazonaws\.com(\.cn)?|on\.(aws|amazonwebservices\.com\.cn)|sc2s\.sgov\.gov|c2s\.ic\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov)"
+)
+# ECR's password is a few KiB; the decoded token is bounded to refuse nonsense early.
+_MAX_TOKEN_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class EcrRegistry:
+    host: str
+    account: str
+    region: str
+    fips: bool
+
+
+def ecr_registry(image: str) -> EcrRegistry | None:
+    """The ECR registry ``image`` is in, or ``None`` when its registry is not ECR's."""
+    host = image.split("/", 1)[0] if "/" in image else ""
+    match = ECR_HOST.fullmatch(host.lower())
+    if match is None:
+        return None
+    return EcrRegistry(host.lower(), match["account"], match["region"], match["fips"] is not None)
+
+
+def image_response(registry: EcrRegistry, answer: Any, now: datetime | None = None) -> CredentialProviderResponse:
+    """The response for ECR's ``GetAuthorizationToken`` ``answer`` (botocore's parsed dict).
+    Raises :class:`~cpcreds_aws.failures.Unusable` saying what is wrong with an answer that is not usable (never quoting it)."""
+    data = answer.get("authorizationData") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        raise Unusable("ECR GetAuthorizationToken answered without authorizationData")
+    token, expires_at = data[0].get("authorizationToken"), data[0].get("expiresAt")
+    if not isinstance(token, str) or not 0 < len(token) <= _MAX_TOKEN_CHARS:
+        raise Unusable("ECR GetAuthorizationToken answered without an authorizationToken")
+    try:
+        username, sep, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, ValueError):  # not base64, or not UTF-8
+        username, sep, password = "", "", ""
+    if not sep or not username or not password:
+        raise Unusable("ECR GetAuthorizationToken answered with an authorizationToken that is not base64 of user:password")
+    if not isinstance(expires_at, datetime):
+        raise Unusable("ECR GetAuthorizationToken answered without expiresAt")
+    expires_at = expires_at if expires_at.tzinfo else expires_at.replace(tzinfo=timezone.utc)
+    remaining = (expires_at - (now or datetime.now(timezone.utc))).total_seconds()
+    if remaining <= 0:
+        raise Unusable("ECR GetAuthorizationToken answered with a token that has already expired")
+    half = remaining / 2
+    seconds = math.floor(half) if math.isfinite(half) and half >= 1 else 0
+    return CredentialProviderResponse(
+        CACHE_KEY_REGISTRY, {registry.host: AuthConfig(username=username, password=password)}, cache_duration=seconds
+    )

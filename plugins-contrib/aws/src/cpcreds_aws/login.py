@@ -1,0 +1,157 @@
+"""Which AWS credentials sign: botocore's chain, optionally followed by AssumeRole.
+
+The chain is botocore's own (``botocore.session.Session().get_credentials()``), so it finds
+what the AWS CLI finds, in its order: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
+(``AWS_SESSION_TOKEN``), the shared credentials and config files (``profile``; ``role_arn`` with
+``source_profile``, ``credential_process``, SSO), web identity (``AWS_WEB_IDENTITY_TOKEN_FILE``
+and ``AWS_ROLE_ARN``: IRSA), the container credentials endpoint (``AWS_CONTAINER_CREDENTIALS_FULL_URI``
+or ``_RELATIVE_URI``: EKS Pod Identity, ECS), then the instance metadata service (IMDSv2).
+
+When the keys are in the environment and the region is known without a profile, the session is
+not built at all: botocore's chain would take those keys first anyway, and building it costs
+more than everything else a token needs (an exec plugin's start is most of its answer).
+
+botocore's credentials object refreshes itself (web identity, container and instance credentials
+expire); an assumed role's keys are kept until five minutes before they expire.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .failures import Unusable
+from .options import AwsOptions
+from .token import Keys
+
+__all__ = ["Login"]
+
+# An assumed role's keys are renewed when less than this is left: STS checks the signing keys
+# each time the cluster presents the token, for up to 15 minutes after it was signed.
+_ROLE_MARGIN = timedelta(minutes=15)
+_ROLE_SECONDS = 3600
+
+
+class Login:
+    """The credentials and region of one provider entry. Thread-safe; builds nothing until asked."""
+
+    def __init__(self, options: AwsOptions) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._credentials: Any = None
+        self._role: tuple[Keys, datetime] | None = None
+
+    def region(self) -> str | None:
+        """The option, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, else the profile's."""
+        found = self.options.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if found or self._env_keys() is not None and self.options.profile is None:
+            return found or None
+        with self._lock:
+            return self._botocore_session(timeout=10.0).get_config_variable("region") or None
+
+    def keys(self, timeout: float) -> Keys:
+        """Keys to sign with: the chain's, then the assumed role's when ``roleArn`` is set.
+        botocore's exceptions pass through (see :func:`cpcreds_aws.failures.describe`)."""
+        with self._lock:
+            base = self._chain_keys(timeout)
+            if self.options.role_arn is None:
+                return base
+            now = datetime.now(timezone.utc)
+            if self._role is None or self._role[1] - _ROLE_MARGIN <= now:
+                self._role = self._assume_role(base, timeout)
+            return self._role[0]
+
+    def client(self, service: str, region: str, timeout: float, *, fips: bool = False) -> Any:
+        """A botocore client of ``service`` in ``region`` signing with :meth:`keys`, every call
+        bounded by ``timeout`` (connect, read, and at most one retry)."""
+        keys = self.keys(timeout)
+        with self._lock:
+            session = self._botocore_session(timeout)
+            return session.create_client(
+                service,
+                region_name=region,
+                aws_access_key_id=keys.access_key,
+                aws_secret_access_key=keys.secret_key,
+                aws_session_token=keys.token,
+                config=_client_config(timeout, fips=fips),
+            )
+
+    def _env_keys(self) -> Keys | None:
+        access, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+        if not access or not secret:
+            return None
+        return Keys(access, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+
+    def _chain_keys(self, timeout: float) -> Keys:
+        if self.options.profile is None and self._session is None:
+            keys = self._env_keys()
+            if keys is not None:
+                return keys
+        if self._credentials is None:
+            credentials = self._botocore_session(timeout).get_credentials()
+            if credentials is None:
+                from botocore.exceptions import NoCredentialsError
+
+                raise NoCredentialsError()
+            self._credentials = credentials
+        frozen = self._credentials.get_frozen_credentials()  # refreshes refreshable credentials
+        return Keys(frozen.access_key, frozen.secret_key, frozen.token)
+
+    def _botocore_session(self, timeout: float) -> Any:
+        if self._session is None:
+            import botocore.session
+
+            session = botocore.session.Session(profile=self.options.profile)
+            # The clients the chain makes (web identity's STS) are bounded as ours are.
+            session.set_default_client_config(_client_config(timeout))
+            self._session = session
+        return self._session
+
+    def _assume_role(self, base: Keys, timeout: float) -> tuple[Keys, datetime]:
+        session = self._botocore_session(timeout)
+        region = self.options.region or os.environ.get("AWS_REGION") or session.get_config_variable("region") or "us-east-1"
+        sts = session.create_client(
+            "sts",
+            region_name=region,
+            aws_access_key_id=base.access_key,
+            aws_secret_access_key=base.secret_key,
+            aws_session_token=base.token,
+            config=_client_config(timeout),
+        )
+        arguments: dict[str, Any] = {
+            "RoleArn": self.options.role_arn,
+            "RoleSessionName": self.options.role_session_name,
+            "DurationSeconds": _ROLE_SECONDS,
+        }
+        if self.options.external_id is not None:
+            arguments["ExternalId"] = self.options.external_id
+        try:
+            answer = sts.assume_role(**arguments)
+        finally:
+            sts.close()
+        credentials = answer.get("Credentials") if isinstance(answer, dict) else None
+        try:
+            keys = Keys(str(credentials["AccessKeyId"]), str(credentials["SecretAccessKey"]), str(credentials["SessionToken"]))
+            expiry = credentials["Expiration"]
+            if not isinstance(expiry, datetime) or not all(keys):
+                raise TypeError
+        except (KeyError, TypeError):
+            raise Unusable("STS AssumeRole answered without credentials") from None
+        return keys, expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
+
+
+def _client_config(timeout: float, *, fips: bool = False) -> Any:
+    from botocore.config import Config
+
+    seconds = max(0.1, float(timeout))
+    # One retry (after throttling or a 5xx) only when it can fit: standard mode waits up to 1 s first.
+    attempts = 2 if seconds >= 3 else 1
+    return Config(
+        connect_timeout=seconds,
+        read_timeout=seconds,
+        retries={"mode": "standard", "total_max_attempts": attempts},
+        use_fips_endpoint=fips or None,
+    )

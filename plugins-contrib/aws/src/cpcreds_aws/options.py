@@ -1,0 +1,118 @@
+"""The ``options:`` of a ``type: aws`` provider entry (and the flags of ``cpcreds-aws`` and
+``cpcreds-aws-credential-provider``), spelled as ``aws eks get-token``'s flags in camelCase
+(``--cluster-name`` is ``clusterName``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["AwsOptions", "DEFAULT_SESSION_NAME"]
+
+#: The role session name ``aws eks get-token --role-arn`` uses.
+DEFAULT_SESSION_NAME = "EKSGetTokenAuth"
+# EKS cluster names: 1-100 characters, a letter or digit first, then letters, digits, - and _.
+_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}")
+# EKS on Outposts local clusters are named by their id (a UUID).
+_CLUSTER_ID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+# arn:<partition>:iam::<12 digits>:role/<path and name> (IAM's limits: 2048 characters in all).
+_ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/\-]{1,512}")
+# STS RoleSessionName and ExternalId: [\w+=,.@-], 2-64 and 2-1224 characters.
+_SESSION_NAME = re.compile(r"[\w+=,.@\-]{2,64}")
+_EXTERNAL_ID = re.compile(r"[\w+=,.@:/\-]{2,1224}")
+_PROFILE = re.compile(r"[A-Za-z0-9_.\-+@]{1,128}")
+
+
+def _matching(pattern: re.Pattern[str], value: Any, what: str) -> Any:
+    if value is None or not isinstance(value, str):
+        return value
+    if not pattern.fullmatch(value):
+        raise ValueError(f"must be {what}")
+    return value
+
+
+class AwsOptions(BaseModel):
+    """EKS tokens as ``aws eks get-token`` makes them (a presigned STS GetCallerIdentity URL for the
+    cluster), signed with credentials from botocore's chain: environment variables, the shared
+    config and credentials files (``profile``), web identity (IRSA), EKS Pod Identity and container
+    credentials, instance metadata (IMDSv2); optionally assuming ``roleArn`` first. As a kubelet
+    plugin: ECR GetAuthorizationToken for the image's registry. ``type: aws`` alone uses the
+    default chain and the cluster name from the ClusterProfile's exec extension (``clusterName``)."""
+
+    # This docstring and each field's description are what `cpcreds-aws --help` shows.
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    cluster_name: str | None = Field(
+        default=None,
+        alias="clusterName",
+        description="The EKS cluster's name (aws eks get-token --cluster-name). Unset: the profile's exec extension clusterName.",
+    )
+    cluster_id: str | None = Field(
+        default=None,
+        alias="clusterId",
+        description="An EKS on Outposts local cluster's id: signed in place of the name (--cluster-id).",
+    )
+    region: str | None = Field(
+        default=None,
+        description="The region whose STS endpoint signs the token (--region). Unset: AWS_REGION, AWS_DEFAULT_REGION or the profile's region, else the global endpoint.",
+    )
+    profile: str | None = Field(
+        default=None, description="A profile of the shared config and credentials files (--profile); unset: AWS_PROFILE or default."
+    )
+    role_arn: str | None = Field(
+        default=None, alias="roleArn", description="Assume this IAM role (STS AssumeRole) with the found credentials first (--role-arn)."
+    )
+    role_session_name: str = Field(
+        default=DEFAULT_SESSION_NAME,
+        alias="roleSessionName",
+        description="The session name of the assumed role (--role-session-name).",
+    )
+    external_id: str | None = Field(default=None, alias="externalId", description="The external id the assumed role's trust policy wants.")
+
+    @field_validator("cluster_name", mode="before")
+    @classmethod
+    def _cluster_name(cls, value: Any) -> Any:
+        return _matching(_CLUSTER_NAME, value, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first")
+
+    @field_validator("cluster_id", mode="before")
+    @classmethod
+    def _cluster_id(cls, value: Any) -> Any:
+        return _matching(_CLUSTER_ID, value, "an EKS on Outposts cluster id (a UUID)")
+
+    @field_validator("region", mode="before")
+    @classmethod
+    def _region(cls, value: Any) -> Any:
+        return _matching(_REGION, value, "an AWS region such as us-west-2")
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile(cls, value: Any) -> Any:
+        return _matching(_PROFILE, value, "a profile name (letters, digits, _ . - + @)")
+
+    @field_validator("role_arn", mode="before")
+    @classmethod
+    def _role_arn(cls, value: Any) -> Any:
+        return _matching(_ROLE_ARN, value, "an IAM role ARN such as arn:aws:iam::111122223333:role/eks-reader")
+
+    @field_validator("role_session_name", mode="before")
+    @classmethod
+    def _session_name(cls, value: Any) -> Any:
+        return _matching(_SESSION_NAME, value, "2 to 64 of letters, digits and + = , . @ - _")
+
+    @field_validator("external_id", mode="before")
+    @classmethod
+    def _external_id(cls, value: Any) -> Any:
+        return _matching(_EXTERNAL_ID, value, "2 to 1224 of letters, digits and + = , . @ : / - _")
+
+    @model_validator(mode="after")
+    def _role_only(self) -> AwsOptions:
+        if self.role_arn is None:
+            given = [name for name, set_ in (("roleSessionName", self.role_session_name != DEFAULT_SESSION_NAME),
+                                             ("externalId", self.external_id is not None)) if set_]
+            if given:
+                raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with roleArn")
+        return self

@@ -1,0 +1,55 @@
+"""Registers the ``aws`` provider type, and makes ``main`` for the ``cpcreds-aws`` console script:
+the same provider as a KEP-541 exec plugin, ``cpcreds-aws eks-token --cluster-name X`` answering
+as ``aws eks get-token --cluster-name X`` does (``eks get-token`` is accepted in place of
+``eks-token``, and ``--output json`` is accepted, so a kubeconfig's ``aws`` args carry over with
+only the command changed); and ``kubelet_main`` for ``cpcreds-aws-credential-provider``: the
+same provider as a kubelet image credential provider plugin for ECR (KEP-2133, see
+:mod:`cpcreds_aws.kubelet`). Options are flags (``--cluster-name=x`` or ``--cluster-name x``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from cpcreds.sdk import hookimpl, kubelet_plugin_main, run_provider
+
+from .provider import AwsProvider
+
+__all__ = ["cpcreds_register_providers", "main", "kubelet_main", "AwsProvider", "exec_arguments"]
+
+#: The command ``cpcreds-aws`` runs, and aws-cli's spelling of it.
+_COMMANDS = (["eks-token"], ["eks", "get-token"])
+#: aws-cli's output flag: the answer is always JSON.
+_OUTPUT_JSON = (["--output", "json"], ["--output=json"])
+
+
+@hookimpl
+def cpcreds_register_providers(register: Any) -> None:
+    register("aws", AwsProvider)
+
+
+def exec_arguments(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the command (``eks-token`` or ``eks get-token``) and ``--output json``."""
+    arguments = list(argv)
+    for command in _COMMANDS:
+        if arguments[: len(command)] == command:
+            arguments = arguments[len(command) :]
+            break
+    for flag in _OUTPUT_JSON:
+        for at in range(len(arguments) - len(flag) + 1):
+            if arguments[at : at + len(flag)] == flag:
+                del arguments[at : at + len(flag)]
+                break
+    return arguments
+
+
+def main() -> NoReturn:
+    """Run the aws provider as a KEP-541 exec plugin (``cpcreds-aws eks-token ...``)."""
+    run_provider(AwsProvider, name="aws", argv=exec_arguments(sys.argv[1:]))
+
+
+#: Run the aws provider as a kubelet image credential provider plugin
+#: (``cpcreds-aws-credential-provider``): ECR registries, user ``AWS``.
+kubelet_main = kubelet_plugin_main("aws", AwsProvider)

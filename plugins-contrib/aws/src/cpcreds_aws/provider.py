@@ -1,0 +1,100 @@
+"""EKS tokens for clusters, and ECR credentials for images, from AWS credentials.
+
+``get_credential`` signs a fresh token for the plan's cluster each time it is called (signing
+is local and takes well under a millisecond; the engine caches the credential for its 14
+minutes). The cluster is the ``clusterId`` option (EKS on Outposts), else ``clusterName``, else
+the ``clusterName`` of the ClusterProfile's exec extension, so one provider entry serves every
+EKS cluster of a fleet whose profiles name their cluster. The options are
+:class:`~cpcreds_aws.options.AwsOptions` (``cpcreds-aws --help`` lists them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cpcreds.sdk import (
+    AccessPlan,
+    Credential,
+    CredentialProviderRequest,
+    CredentialProviderResponse,
+    ProviderError,
+    get_logger,
+    shown,
+)
+
+from .failures import describe
+from .kubelet import ecr_registry, image_response
+from .login import Login
+from .options import _CLUSTER_NAME, AwsOptions
+from .token import eks_token
+
+__all__ = ["AwsProvider"]
+
+_log = get_logger(__name__)
+
+
+class AwsProvider:
+    """Built once per config entry (no I/O); ``get_credential`` is safe to call from many threads."""
+
+    kind = "aws"
+    #: What ``cpcreds-aws --help`` lists and its flags may set.
+    options_model = AwsOptions
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = AwsOptions.model_validate(dict(options))
+        self._login = Login(self.options)
+
+    def get_credential(self, plan: AccessPlan) -> Credential:
+        """A token for the plan's EKS cluster, expiring in 14 minutes."""
+        cluster = self._cluster(plan)
+        problem = None
+        try:
+            keys = self._login.keys(plan.timeout)
+            region = self._login.region()
+        except Exception as exc:  # botocore's, described without its text (it may quote an answer)
+            problem = describe(exc, plan.timeout)
+        if problem is not None:
+            raise ProviderError(f"aws: {problem}", provider=plan.provider)
+        token, expiry = eks_token(keys, cluster, region)
+        _log.debug("eks token signed", cluster=cluster, region=region or "global", access_key=keys.access_key)
+        return Credential(token=token, expiration_timestamp=expiry)
+
+    def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
+        """ECR's credentials for the image's registry (KEP-2133; see :mod:`cpcreds_aws.kubelet`).
+        ``request.service_account_token`` is not used (the provider's own identity pulls)."""
+        registry = ecr_registry(request.image)
+        if registry is None:
+            raise ProviderError(
+                f"aws: image {shown(request.image)} is not in an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com)", provider=self.kind
+            )
+        problem = None
+        try:
+            client = self._login.client("ecr", registry.region, timeout, fips=registry.fips)
+            try:
+                answer = client.get_authorization_token()
+            finally:
+                client.close()
+            return image_response(registry, answer)
+        except Exception as exc:  # described without botocore's text, as above
+            problem = describe(exc, timeout)
+        raise ProviderError(f"aws: {problem}", provider=self.kind)
+
+    def close(self) -> None:
+        """Nothing to release: clients are closed after each call."""
+
+    def _cluster(self, plan: AccessPlan) -> str:
+        if self.options.cluster_id is not None:
+            return self.options.cluster_id
+        if self.options.cluster_name is not None:
+            return self.options.cluster_name
+        config = plan.cluster.config
+        name = config.get("clusterName") if isinstance(config, Mapping) else None
+        if name is None:
+            raise ProviderError(
+                "aws: no cluster name: set the clusterName option (--cluster-name) or clusterName in the profile's exec extension",
+                provider=plan.provider,
+            )
+        if not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name):
+            raise ProviderError(f"aws: the profile's exec extension clusterName {shown(name)} is not an EKS cluster name", provider=plan.provider)
+        return name

@@ -1,0 +1,76 @@
+"""The EKS token, byte for byte as ``aws eks get-token`` and aws-iam-authenticator make it.
+
+An STS ``GetCallerIdentity`` GET request, presigned with SigV4 query parameters for 60 seconds,
+with the header ``x-k8s-aws-id: <cluster name or id>`` among the signed headers; the token is
+``k8s-aws-v1.`` followed by the URL in unpadded base64url. The cluster's authenticator sends the
+request to STS (with the header) and maps the ARN STS answers to a Kubernetes user. It accepts a
+URL up to 15 minutes after its ``X-Amz-Date``, so the credential is said to expire after 14.
+
+Only botocore's signer is imported here (botocore.auth and botocore.awsrequest), not a client:
+a client would load the STS service model, which presigning does not need.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
+
+__all__ = ["TOKEN_PREFIX", "CLUSTER_ID_HEADER", "URL_SECONDS", "TOKEN_SECONDS", "Keys", "sts_endpoint", "configured_endpoint", "eks_token"]
+
+TOKEN_PREFIX = "k8s-aws-v1."
+CLUSTER_ID_HEADER = "x-k8s-aws-id"
+#: How long the presigned URL says it is valid (aws eks get-token's ExpiresIn).
+URL_SECONDS = 60
+#: The token's expirationTimestamp, from now: the authenticator's 15 minutes, less one.
+TOKEN_SECONDS = 14 * 60
+_QUERY = "Action=GetCallerIdentity&Version=2011-06-15"
+
+
+class Keys(NamedTuple):
+    """What signing needs (botocore's ReadOnlyCredentials shape); ``repr`` shows the key id only."""
+
+    access_key: str
+    secret_key: str
+    token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Keys(access_key={self.access_key!r}, secret_key=..., token={'...' if self.token else None})"
+
+
+def configured_endpoint(service: str, environ: os._Environ[str] | dict[str, str] = os.environ) -> str | None:
+    """The endpoint set for ``service`` in the environment, as botocore reads it:
+    ``AWS_ENDPOINT_URL_<SERVICE>``, else ``AWS_ENDPOINT_URL``; none when
+    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true."""
+    if environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
+        return None
+    value = environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or environ.get("AWS_ENDPOINT_URL")
+    return value.rstrip("/") if value else None
+
+
+def sts_endpoint(region: str | None) -> str:
+    """The STS endpoint the token is signed for: the configured one (``AWS_ENDPOINT_URL_STS``),
+    else the region's (``https://sts.<region>.amazonaws.com``, ``.com.cn`` in China), else the
+    global ``https://sts.amazonaws.com``."""
+    configured = configured_endpoint("sts")
+    if configured:
+        return configured
+    if region is None:
+        return "https://sts.amazonaws.com"
+    return f"https://sts.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
+
+
+def eks_token(keys: Keys, cluster: str, region: str | None, *, now: datetime | None = None) -> tuple[str, datetime]:
+    """The token for ``cluster`` (its name, or an Outposts cluster's id) and when it expires.
+
+    Signed for ``region``'s STS endpoint (us-east-1 for the global one, as STS wants)."""
+    from botocore.auth import SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="GET", url=f"{sts_endpoint(region)}/?{_QUERY}", headers={CLUSTER_ID_HEADER: cluster})
+    SigV4QueryAuth(keys, "sts", region or "us-east-1", expires=URL_SECONDS).add_auth(request)
+    url = request.url
+    token = TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode("utf-8")).decode("ascii").rstrip("=")
+    expiry = (now or datetime.now(timezone.utc)).replace(microsecond=0) + timedelta(seconds=TOKEN_SECONDS)
+    return token, expiry
