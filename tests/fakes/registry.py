@@ -8,6 +8,12 @@ basic authentication does (distribution's ``htpasswd`` access controller):
   registry/2.0``, and the registry's error body (``{"errors":[{"code":"UNAUTHORIZED",...}]}``);
 - with ``Authorization: Basic base64(user:password)`` of an accepted pair: ``200`` and ``{}``.
 
+With :meth:`FakeRegistry.enable_acr_exchange` it is also an Azure Container Registry's token
+exchange: ``POST /oauth2/exchange`` (a form with ``grant_type=access_token``, ``service`` = the
+registry's host, ``access_token`` an Entra ID token the given verifier accepts, optional
+``tenant``) answers ``{"refresh_token": <JWT>}``, and that refresh token is then a password for
+the username ``00000000-0000-0000-0000-000000000000``; anything else is ACR's ``400``/``401``.
+
 Any other path is ``404`` with the registry's ``NOT_FOUND`` error body (after the same
 authentication). Credentials can change while it runs (:meth:`FakeRegistry.set_users`), to play
 a rotated password. Every request is recorded (:attr:`FakeRegistry.requests`) with the username
@@ -21,15 +27,21 @@ import base64
 import binascii
 import hmac
 import json
+import secrets
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qs
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .apiserver import FakeAPIServer, JSONHandler
 from .pki import PKI
 
-__all__ = ["FakeRegistry", "RegistryRequest", "basic_credentials", "UNAUTHORIZED_BODY"]
+__all__ = ["FakeRegistry", "RegistryRequest", "basic_credentials", "UNAUTHORIZED_BODY", "ACR_USERNAME"]
+
+#: The username ACR takes with a refresh token from ``/oauth2/exchange`` as the password.
+ACR_USERNAME = "00000000-0000-0000-0000-000000000000"
 
 #: distribution's body for a 401.
 UNAUTHORIZED_BODY: dict[str, Any] = {
@@ -82,6 +94,10 @@ class FakeRegistry(FakeAPIServer):
         self._users: dict[str, str] = dict(users or {})
         self._requests: list[RegistryRequest] = []
         self._state = threading.Lock()
+        self._exchange_verifier: Callable[[str], bool] | None = None
+        self.refresh_token_lifetime = 3 * 3600
+        #: Each ``/oauth2/exchange`` form seen, without its access token (``tenant``, ``service``, ...).
+        self.exchanges: list[dict[str, str]] = []
 
     @property
     def host(self) -> str:
@@ -91,6 +107,29 @@ class FakeRegistry(FakeAPIServer):
         """Accept exactly these pairs from now on (a rotated password, a revoked user)."""
         with self._state:
             self._users = dict(users)
+
+    def enable_acr_exchange(self, verify_access_token: Callable[[str], bool]) -> None:
+        """Answer ``POST /oauth2/exchange`` as ACR does, for access tokens ``verify_access_token`` accepts."""
+        with self._state:
+            self._exchange_verifier = verify_access_token
+
+    def _exchange(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        with self._state:
+            verify = self._exchange_verifier
+            self.exchanges.append({k: v for k, v in form.items() if k != "access_token"})
+        if verify is None:
+            return 404, _NOT_FOUND_BODY
+        if form.get("grant_type") != "access_token" or form.get("service") != self.host or not form.get("access_token"):
+            return 400, {"errors": [{"code": "UNSUPPORTED", "message": "grant_type, service or access_token is wrong"}]}
+        if not verify(form["access_token"]):
+            return 401, {"errors": [{"code": "UNAUTHORIZED", "message": "the access token is not valid"}]}
+        now = int(time.time())
+        claims = {"jti": secrets.token_hex(8), "sub": "fake", "aud": self.host, "iat": now, "exp": now + self.refresh_token_lifetime}
+        encode = lambda part: base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()  # noqa: E731
+        token = f"{encode({'alg': 'RS256', 'typ': 'JWT'})}.{encode(claims)}.{secrets.token_urlsafe(32)}"
+        with self._state:
+            self._users[ACR_USERNAME] = token
+        return 200, {"refresh_token": token}
 
     @property
     def requests(self) -> list[RegistryRequest]:
@@ -146,6 +185,18 @@ class _RegistryHandler(JSONHandler):
 
     def do_HEAD(self) -> None:  # noqa: N802
         self._answer(body=False)
+
+    def do_POST(self) -> None:  # noqa: N802
+        registry: FakeRegistry = self.server.owner
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(min(length, 64 * 1024)) if length else b""
+        registry._record(RegistryRequest(self.command, path, None, False))
+        if path != "/oauth2/exchange":
+            self._send_json(404, _NOT_FOUND_BODY)
+            return
+        form = {key: values[0] for key, values in parse_qs(body.decode("utf-8", "replace")).items()}
+        self._send_json(*registry._exchange(form))
 
 
 FakeRegistry.handler_class = _RegistryHandler

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -101,6 +101,7 @@ class SpokeServer(FakeAPIServer):
         self._tokens = set(tokens)
         self._client_cns = set(client_cns)
         self._requests: list[SeenRequest] = []
+        self._verifiers: list[Callable[[str], bool]] = []
 
     # -- what is accepted --------------------------------------------------
 
@@ -111,6 +112,13 @@ class SpokeServer(FakeAPIServer):
     def revoke_token(self, token: str) -> None:
         with self._lock:
             self._tokens.discard(token)
+
+    def verify_tokens_with(self, verifier: Callable[[str], bool]) -> None:
+        """Also accept a bearer token ``verifier`` says yes to, as a webhook or OIDC
+        authenticator does (a cloud fake's check that it issued the token, e.g.
+        ``FakeEntra.verify``). Called outside the server's lock."""
+        with self._lock:
+            self._verifiers.append(verifier)
 
     def accept_client_cn(self, common_name: str) -> None:
         with self._lock:
@@ -142,6 +150,9 @@ class SpokeServer(FakeAPIServer):
                 return "client-cert"
             if token is not None and token in self._tokens:
                 return "token"
+            verifiers = list(self._verifiers)
+        if token is not None and any(verify(token) for verify in verifiers):
+            return "token"
         if authorization is None and cert is None:
             return "anonymous"
         return "rejected"

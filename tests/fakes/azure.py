@@ -1,0 +1,339 @@
+"""A fake Microsoft Entra ID (and Azure managed identity endpoint) on loopback, over HTTPS,
+speaking the real protocols as msal and azure-identity use them.
+
+:class:`FakeEntra` is one HTTPS server (the shared :class:`~tests.fakes.apiserver.FakeAPIServer`:
+127.0.0.1, an OS-assigned port, the test PKI; trust it with ``REQUESTS_CA_BUNDLE``) holding
+
+- ``GET /{tenant}/v2.0/.well-known/openid-configuration``: the tenant's OpenID configuration,
+  which msal reads before its first token request (``token_endpoint`` points back here);
+- ``GET /common/discovery/instance``: instance discovery as login.microsoftonline.com answers it
+  (msal asks the public cloud's host for an authority it does not know, so a client pointed at
+  this fake turns discovery off, as ``kubelogin --disable-instance-discovery`` does);
+- ``POST /{tenant}/oauth2/v2.0/token``: the client credentials grant with a client secret, with a
+  certificate's client assertion (a JWT signed by the registered certificate's key, RS256 or
+  PS256, ``aud`` = this token endpoint, ``iss`` = ``sub`` = the client ID, not expired) or with a
+  federated client assertion (a registered workload identity token); ``scope`` must be one
+  ``<resource>/.default``;
+- ``GET /msi/token``: a managed identity endpoint as App Service's (``IDENTITY_ENDPOINT`` = its
+  :attr:`~FakeEntra.identity_endpoint`, ``IDENTITY_HEADER`` = :attr:`~FakeEntra.identity_header`,
+  sent back as ``X-IDENTITY-HEADER``; ``api-version=2019-08-01``, ``resource``, optional
+  ``client_id``/``mi_res_id``).
+
+Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a random signature;
+:meth:`FakeEntra.verify` says whether a token is one it issued, unexpired, for an audience: what
+the spoke fake (``SpokeServer.verify_tokens_with``) and the registry fake's ACR exchange accept.
+Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``): :meth:`FakeEntra.fail`
+with a :class:`~tests.fakes.google.Fault` (an error status and body, an answer that never comes,
+held until ``stop()``, a body cut off, a body without end, an echo of the request's secrets).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from .apiserver import FakeAPIServer, JSONHandler
+from .google import Fault
+from .pki import PKI
+
+__all__ = ["FakeEntra", "IssuedToken", "CLIENT_ASSERTION_TYPE", "AKS_SERVER_ID", "Fault"]
+
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token the fake issued: to whom (client ID), by which grant, for which audience."""
+
+    token: str
+    client_id: str
+    grant: str  # "secret", "certificate", "federated", "msi"
+    audience: str
+    expires: float
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class FakeEntra(FakeAPIServer):
+    """Entra ID's v2.0 endpoints and a managed identity endpoint. Register identities with
+    :meth:`add_secret`, :meth:`add_certificate`, :meth:`add_federated` and :meth:`add_managed_identity`."""
+
+    label: ClassVar[str] = "FakeEntra"
+
+    def __init__(self, pki: PKI | None = None, *, tenant: str = "fake-tenant", token_lifetime: int = 3600) -> None:
+        super().__init__(pki)
+        self.tenant = tenant
+        self.token_lifetime = token_lifetime
+        self.identity_header = secrets.token_hex(16)
+        self._secrets: dict[str, str] = {}
+        self._certificates: dict[str, rsa.RSAPublicKey] = {}
+        self._federated: dict[str, set[str]] = {}
+        self._managed: set[str] = set()
+        self._issued: dict[str, IssuedToken] = {}
+        self._faults: dict[str, list[Fault]] = {}
+        #: (endpoint, method, path) of every request, in order.
+        self.seen: list[tuple[str, str, str]] = []
+        self._release = threading.Event()
+
+    # -- identities --------------------------------------------------------------------------
+
+    def add_secret(self, client_id: str, secret: str) -> None:
+        with self._lock:
+            self._secrets[client_id] = secret
+
+    def add_certificate(self, client_id: str, certificate_pem: bytes) -> None:
+        key = x509.load_pem_x509_certificate(certificate_pem).public_key()
+        assert isinstance(key, rsa.RSAPublicKey)
+        with self._lock:
+            self._certificates[client_id] = key
+
+    def add_federated(self, client_id: str, subject_token: str) -> None:
+        """Accept ``subject_token`` (a projected service account token) as ``client_id``'s assertion."""
+        with self._lock:
+            self._federated.setdefault(client_id, set()).add(subject_token)
+
+    def add_managed_identity(self, client_id: str) -> None:
+        """A managed identity; the first one added is the system-assigned one (no client_id asked)."""
+        with self._lock:
+            self._managed.add(client_id)
+            self._system = getattr(self, "_system", None) or client_id
+
+    def fail(self, endpoint: str, *faults: Fault) -> None:
+        with self._lock:
+            self._faults.setdefault(endpoint, []).extend(faults)
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def authority(self) -> str:
+        """What ``AZURE_AUTHORITY_HOST`` (or ``--authority-host``) takes."""
+        return self.url
+
+    @property
+    def token_endpoint(self) -> str:
+        return f"{self.url}/{self.tenant}/oauth2/v2.0/token"
+
+    @property
+    def identity_endpoint(self) -> str:
+        """What ``IDENTITY_ENDPOINT`` takes (App Service's managed identity shape)."""
+        return f"{self.url}/msi/token"
+
+    # -- tokens --------------------------------------------------------------------------------
+
+    @property
+    def issued(self) -> list[IssuedToken]:
+        with self._lock:
+            return list(self._issued.values())
+
+    def verify(self, token: str, audience: str | None = None) -> bool:
+        """True for an unexpired token this fake issued (for ``audience``, when given)."""
+        with self._lock:
+            issued = self._issued.get(token)
+        return issued is not None and issued.expires > time.time() and (audience is None or issued.audience == audience)
+
+    def _issue(self, client_id: str, grant: str, audience: str) -> dict[str, Any]:
+        now = int(time.time())
+        claims = {"aud": audience, "iss": f"{self.url}/{self.tenant}/v2.0", "tid": self.tenant, "appid": client_id,
+                  "iat": now, "nbf": now, "exp": now + self.token_lifetime}
+        header = {"alg": "RS256", "typ": "JWT", "kid": "fake"}
+        token = ".".join((_b64url(json.dumps(header).encode()), _b64url(json.dumps(claims).encode()), _b64url(secrets.token_bytes(64))))
+        with self._lock:
+            self._issued[token] = IssuedToken(token, client_id, grant, audience, float(now + self.token_lifetime))
+        return {"token_type": "Bearer", "expires_in": self.token_lifetime, "ext_expires_in": self.token_lifetime, "access_token": token}
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def _openid(self, tenant: str) -> tuple[int, Any]:
+        base = f"{self.url}/{tenant}"
+        return 200, {
+            "token_endpoint": f"{base}/oauth2/v2.0/token",
+            "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+            "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode",
+            "issuer": f"{base}/v2.0",
+            "jwks_uri": f"{base}/discovery/v2.0/keys",
+            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+            "tenant_region_scope": "WW",
+            "cloud_instance_name": "microsoftonline.com",
+        }
+
+    def _discovery(self) -> tuple[int, Any]:
+        return 200, {
+            "tenant_discovery_endpoint": f"{self.url}/{self.tenant}/v2.0/.well-known/openid-configuration",
+            "api-version": "1.1",
+            "metadata": [{"preferred_network": urlsplit(self.url).netloc, "preferred_cache": urlsplit(self.url).netloc,
+                          "aliases": [urlsplit(self.url).netloc]}],
+        }
+
+    @staticmethod
+    def _error(code: str, description: str, status: int = 400) -> tuple[int, Any]:
+        return status, {"error": code, "error_description": description, "error_codes": [0], "timestamp": "now"}
+
+    def _token(self, tenant: str, form: dict[str, str]) -> tuple[int, Any]:
+        if tenant != self.tenant:
+            return self._error("invalid_request", f"AADSTS90002: Tenant '{tenant}' not found.")
+        if form.get("grant_type") != "client_credentials":
+            return self._error("unsupported_grant_type", "AADSTS70003: only client_credentials here.")
+        client_id = form.get("client_id", "")
+        scopes = form.get("scope", "").split()
+        resources = [scope[: -len("/.default")] for scope in scopes if scope.endswith("/.default")]
+        if len(resources) != 1:
+            return self._error("invalid_scope", "AADSTS1002012: the scope must be one <resource>/.default.")
+        if "client_secret" in form:
+            with self._lock:
+                expected = self._secrets.get(client_id)
+            if expected is None or not secrets.compare_digest(expected, form["client_secret"]):
+                return self._error("invalid_client", "AADSTS7000215: Invalid client secret provided.", 401)
+            return 200, self._issue(client_id, "secret", resources[0])
+        assertion = form.get("client_assertion")
+        if form.get("client_assertion_type") != CLIENT_ASSERTION_TYPE or not assertion:
+            return self._error("invalid_client", "AADSTS7000218: no client_assertion or client_secret.", 401)
+        with self._lock:
+            federated = assertion in self._federated.get(client_id, set())
+            key = self._certificates.get(client_id)
+        if federated:
+            return 200, self._issue(client_id, "federated", resources[0])
+        if key is not None and self._assertion_valid(assertion, key, client_id):
+            return 200, self._issue(client_id, "certificate", resources[0])
+        return self._error("invalid_client", "AADSTS700027: Client assertion failed signature validation.", 401)
+
+    def _assertion_valid(self, assertion: str, key: rsa.RSAPublicKey, client_id: str) -> bool:
+        try:
+            head, body, signature = assertion.split(".")
+            header, claims = json.loads(_unb64url(head)), json.loads(_unb64url(body))
+            signed, raw = f"{head}.{body}".encode(), _unb64url(signature)
+            if header.get("alg") == "PS256":
+                key.verify(raw, signed, padding.PSS(padding.MGF1(hashes.SHA256()), hashes.SHA256.digest_size), hashes.SHA256())
+            elif header.get("alg") == "RS256":
+                key.verify(raw, signed, padding.PKCS1v15(), hashes.SHA256())
+            else:
+                return False
+        except (ValueError, InvalidSignature, UnicodeDecodeError):
+            return False
+        now = time.time()
+        return (
+            claims.get("aud") == self.token_endpoint
+            and claims.get("iss") == client_id == claims.get("sub")
+            and isinstance(claims.get("exp"), (int, float)) and claims["exp"] > now
+            and ("x5t" in header or "x5t#S256" in header)
+        )
+
+    def _msi(self, query: dict[str, str], header: str | None) -> tuple[int, Any]:
+        if header is None or not secrets.compare_digest(header, self.identity_header):
+            return 401, {"statusCode": 401, "message": "X-IDENTITY-HEADER is missing or wrong"}
+        if query.get("api-version") != "2019-08-01" or not query.get("resource"):
+            return 400, {"statusCode": 400, "message": "api-version or resource is missing"}
+        with self._lock:
+            client_id = query.get("client_id") or getattr(self, "_system", None)
+            known = client_id in self._managed
+        if not known or "mi_res_id" in query and client_id is None:
+            return 400, {"statusCode": 400, "message": "No managed identity found for the given client id."}
+        answer = self._issue(client_id, "msi", query["resource"].removesuffix("/.default"))
+        return 200, {"access_token": answer["access_token"], "expires_on": str(int(time.time()) + self.token_lifetime),
+                     "resource": query["resource"], "token_type": "Bearer", "client_id": client_id}
+
+    def _route(self, method: str, path: str) -> tuple[str, Any]:
+        parts = [part for part in path.split("/") if part]
+        if method == "GET" and parts == ["msi", "token"]:
+            return "msi", None
+        if method == "GET" and parts == ["common", "discovery", "instance"]:
+            return "discovery", None
+        if method == "GET" and len(parts) == 4 and parts[1:] == ["v2.0", ".well-known", "openid-configuration"]:
+            return "openid", parts[0]
+        if method == "POST" and len(parts) == 4 and parts[1:] == ["oauth2", "v2.0", "token"]:
+            return "token", parts[0]
+        return "unknown", None
+
+    def _stopping(self) -> None:
+        self._release.set()
+
+
+class _EntraHandler(JSONHandler):
+    server: Any
+
+    def _handle(self) -> None:
+        entra: FakeEntra = self.server.owner
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(min(length, 256 * 1024)) if length else b""
+        endpoint, argument = entra._route(self.command, split.path)
+        with entra._lock:
+            entra.seen.append((endpoint, self.command, split.path))
+            queue = entra._faults.get(endpoint)
+            fault = queue.pop(0) if queue else None
+        if fault is not None:
+            self._fault(entra, fault, body)
+            return
+        query = {key: values[0] for key, values in parse_qs(split.query).items()}
+        form = {key: values[0] for key, values in parse_qs(body.decode("utf-8", "replace")).items()}
+        if endpoint == "openid":
+            status, document = entra._openid(argument)
+        elif endpoint == "discovery":
+            status, document = entra._discovery()
+        elif endpoint == "token":
+            status, document = entra._token(argument, form)
+        elif endpoint == "msi":
+            status, document = entra._msi(query, self.headers.get("X-IDENTITY-HEADER"))
+        else:
+            status, document = 404, {"error": "not_found", "error_description": "no such endpoint"}
+        self._send_json(status, document)
+
+    def _fault(self, entra: FakeEntra, fault: Fault, request_body: bytes) -> None:
+        if fault.hang == "headers":
+            entra._release.wait()
+            self.close_connection = True
+            return
+        if fault.echo:
+            echoed = f"{self.requestline} {self.headers.get('X-IDENTITY-HEADER')} {request_body.decode('utf-8', 'replace')}"
+            body = json.dumps({"error": "invalid_request", "error_description": f"cannot use {echoed}"}).encode()
+        elif isinstance(fault.body, bytes):
+            body = fault.body
+        else:
+            body = json.dumps(fault.body if fault.body is not None else {"error": "temporarily_unavailable"}).encode()
+        self.send_response(fault.status)
+        for name, value in fault.headers:
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        if fault.endless:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * 65536
+            try:
+                while not entra._release.is_set():
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:  # the client hung up: what it was meant to do
+                pass
+            self.close_connection = True
+            return
+        declared = len(body) + (1000 if fault.hang == "body" else 0)
+        self.send_header("Content-Length", str(declared))
+        self.end_headers()
+        self.wfile.write(body)
+        if fault.hang == "body":
+            self.wfile.flush()
+            entra._release.wait()
+            self.close_connection = True
+
+    do_GET = do_POST = _handle  # noqa: N815 - http.server's naming
+
+
+FakeEntra.handler_class = _EntraHandler
+
