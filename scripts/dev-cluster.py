@@ -5,8 +5,8 @@
 
 The server is the fake kube-apiserver of the test suite (tests/fakes/spoke.py): real TLS, bearer
 tokens checked, ``kubectl get namespaces`` answered. Here it also plays the hub: it serves the
-ClusterProfiles of namespace ``fleet`` (list and get), so the controller examples of
-docs/python-api.md can list them. Every ClusterProfile points at this same server.
+ClusterProfiles of namespace ``fleet`` (list, get, and a watch that stays quiet: they never
+change), healthy, so the controllers of docs/fleet.md engage them. Every ClusterProfile points at this same server.
 
 Written to DIR (a new temporary folder unless --dir is given):
 
@@ -32,7 +32,7 @@ import threading
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -41,7 +41,8 @@ try:
     import yaml
 
     from tests.fakes.pki import PKI
-    from tests.fakes.spoke import SpokeServer, _status
+    from tests.fakes.apiserver import bearer_token
+    from tests.fakes.spoke import SpokeServer, _Handler, _status
 except ImportError as exc:  # pragma: no cover - depends on the environment
     sys.exit(f"dev-cluster: {exc}; install the test dependencies first: pip install -e '.[test]'")
 
@@ -53,12 +54,48 @@ HUB_TOKEN = "hub-token-456"
 PROFILES_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/clusterprofiles"
 
 
+class _DevHandler(_Handler):
+    def _handle(self) -> None:
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        if self.command == "GET" and parts.path.rstrip("/") == PROFILES_PATH and query.get("watch", [""])[0] in ("true", "1"):
+            self._watch(query)
+        else:
+            super()._handle()
+
+    def _watch(self, query: dict[str, list[str]]) -> None:
+        """A watch of the profiles, which never change here: no event, until timeoutSeconds or
+        the server stops (so a Fleet or informer on this hub watches quietly, as on a real one)."""
+        server = self.server.owner
+        authorization = self.headers.get("Authorization")
+        if server._authenticate(authorization, bearer_token(authorization), self._peer_cert) not in ("token", "client-cert"):
+            super()._handle()  # the 401
+            return
+        timeout = float((query.get("timeoutSeconds") or ["300"])[0] or 300)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        server.stopping.wait(timeout)
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
+
+
 class DevServer(SpokeServer):
     """The spoke fake, also serving ClusterProfiles and their API discovery, as a hub would."""
+
+    handler_class = _DevHandler
 
     def __init__(self, pki: PKI, profiles: list[dict[str, Any]], **kwargs: Any) -> None:
         super().__init__(pki, **kwargs)
         self.profiles = profiles
+        self.stopping = threading.Event()
+
+    def _stopping(self) -> None:
+        self.stopping.set()  # watches end
 
     def _respond(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
         path = path.rstrip("/") or "/"
@@ -86,7 +123,7 @@ class DevServer(SpokeServer):
                             "singularName": "clusterprofile",
                             "namespaced": True,
                             "kind": "ClusterProfile",
-                            "verbs": ["get", "list"],
+                            "verbs": ["get", "list", "watch"],
                         }
                     ],
                 }
@@ -118,6 +155,7 @@ def cluster_profile(name: str, server: str, ca_pem: bytes) -> dict[str, Any]:
         },
         "spec": {"displayName": name, "clusterManager": {"name": "dev-cluster"}},
         "status": {
+            "conditions": [{"type": "ControlPlaneHealthy", "status": "True", "reason": "DevCluster", "message": "served by dev-cluster.py", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
             "accessProviders": [
                 {
                     "name": PROVIDER,
@@ -180,8 +218,7 @@ try, in another shell:
   cpcreds kubeconfig --config providers.yaml --profile clusterprofiles.yaml -o fleet.kubeconfig
   KUBECONFIG=fleet.kubeconfig kubectl --context fleet/spoke-1 get namespaces
   KUBECONFIG=hub.kubeconfig kubectl get clusterprofiles
-the controllers of docs/python-api.md: run them with KUBECONFIG={folder}/hub.kubeconfig,
-  config.load_kube_config(), and {folder}/providers.yaml in place of /etc/cpcreds/providers.yaml
+the controllers of docs/fleet.md: python controller.py {folder}
 
 Ctrl-C stops the server{'' if args.dir else ' and removes ' + str(folder)}.""",
             flush=True,
