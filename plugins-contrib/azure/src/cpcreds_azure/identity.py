@@ -18,6 +18,7 @@ default            DefaultAzureCredential (environment, workload identity, manag
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -93,10 +94,40 @@ def _certificate(path: Path) -> bytes:
     return data
 
 
+#: azure-identity's modules that log a failed fetch at WARNING with the exception's text, which
+#: quotes the endpoint's answer (a hostile or careless one echoes the client secret or assertion).
+_FAILURE_LOGGERS = tuple(
+    f"azure.identity.{name}"
+    for name in ("_internal.decorators", "_internal.get_token_mixin", "_internal.msal_managed_identity_client", "_internal.utils",
+                 "_credentials.chained", "_credentials.managed_identity", "_credentials.default", "_credentials.environment")
+)
+
+
+class _NoFailureText(logging.Filter):
+    """Drops azure-identity's WARNING-and-above records: the provider reports each failure itself,
+    in one line built from what it saw on the wire (never a body). Lower levels pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+
+_FILTER = _NoFailureText()
+
+
+def _hush_failure_logs() -> None:
+    # A filter on those loggers only (no handler, no level is touched): without it, Python's
+    # last-resort handler prints the quoted answer on stderr when an application has no logging set up.
+    for name in _FAILURE_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
 def build_credential(options: AzureOptions, transport: BoundedTransport, timeout: float, environ: Mapping[str, str] | None = None) -> Any:
     """The azure-identity credential for ``options.login``, calling out through ``transport``
     (its own retries off: the transport retries within the deadline). ``timeout`` bounds the
     Azure CLI's process. :class:`IdentityError` when a required value is missing or unusable."""
+    _hush_failure_logs()
     env = os.environ if environ is None else environ
     common: dict[str, Any] = {"transport": transport, "retry_total": 0}
     where = authority(options, env)
