@@ -13,13 +13,13 @@ import signal
 import threading
 from types import FrameType
 
-from .providers.exec import terminate_running_plugins
+from ._process import terminate_all
 
 __all__ = ["exit_on_termination"]
 
 
 def _terminate(signum: int, _frame: FrameType | None) -> None:
-    terminate_running_plugins()
+    terminate_all()
     # SystemExit unwinds the main thread (its plugin run kills what is left of the group) and
     # runs the exit handlers (certificate files); 128 + N is the shell's convention.
     raise SystemExit(128 + signum)

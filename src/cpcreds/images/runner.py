@@ -4,8 +4,9 @@
 provider's value wins, as Go's ``exec.Cmd`` keeps the last of duplicate names), the
 CredentialProviderRequest on stdin, the CredentialProviderResponse read from stdout.
 
-The running is KEP-541's runner (:meth:`cpcreds.ExecProvider.run_command`): a deadline after
-which the plugin's whole process group is killed, stdout bounded to
+The running is the one process supervisor of the package (:mod:`cpcreds._process`), worded as
+KEP-541's runner words it (:func:`cpcreds.providers.exec.run_command`): a deadline after which
+the plugin's whole process group is killed, stdout bounded to
 :data:`~.protocol.MAX_RESPONSE_BYTES`, and only a redacted tail of stderr in error messages. The
 answer must be in the request's apiVersion with a valid cacheKeyType, else it is not used
 (:class:`~cpcreds.PluginOutputError`, naming the provider and the field, never a password).
@@ -17,8 +18,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from ..errors import PluginOutputError
-from ..providers.exec import ExecProvider, Job
+from .._process import Groups
+from ..errors import PluginOutputError, ProviderError
+from ..providers.exec import Job, run_command
 from .config import CredentialProvider
 from .protocol import MAX_RESPONSE_BYTES, CredentialProviderResponse, ProtocolError, encode_request, parse_response
 
@@ -43,7 +45,8 @@ class PluginRunner:
         if not timeout > 0:
             raise ValueError("timeout must be a positive number of seconds")
         self.timeout = timeout
-        self._exec = ExecProvider(max_stdout_bytes=MAX_RESPONSE_BYTES)
+        self._groups = Groups()  # process groups of the plugins running now, for close()
+        self._closed = False
 
     def run(
         self,
@@ -57,18 +60,22 @@ class PluginRunner:
         validated answer. Raises a :class:`~cpcreds.PluginError`: not found, failed, timed out
         (:class:`~cpcreds.PluginTimeout`), or answered something unusable
         (:class:`~cpcreds.PluginOutputError`)."""
+        if self._closed:
+            raise ProviderError("the plugin runner is closed", provider=provider.name)
         request = encode_request(
             image,
             provider.api_version,
             service_account_token=service_account_token,
             service_account_annotations=service_account_annotations,
         )
-        result = self._exec.run_command(
+        result = run_command(
             Job(provider.name, provider.executable, self.timeout),
             provider.executable,
             [provider.executable, *provider.args],
             _environment(provider),
             deadline=time.monotonic() + self.timeout,
+            groups=self._groups,
+            max_stdout_bytes=MAX_RESPONSE_BYTES,
             stdin=request,
         )
         problem = None
@@ -80,4 +87,5 @@ class PluginRunner:
         raise PluginOutputError(problem, provider=provider.name)
 
     def close(self) -> None:
-        self._exec.close()
+        self._closed = True
+        self._groups.kill_all()

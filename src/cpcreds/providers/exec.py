@@ -1,14 +1,10 @@
 """The KEP-541 exec provider: run a credential plugin and validate its ExecCredential answer.
 
 Behaves as client-go's exec authenticator (``plugin/pkg/client/auth/exec``) does for one call,
-with the safety it lacks:
-
-- every run has a deadline; on expiry the plugin's whole process group is killed (its children
-  too), because a plugin stuck on a network call must not hang a controller;
-- stdout is bounded (a plugin printing 60 MB gets an error, not our memory) and only the tail of
-  stderr is kept, for the error message;
-- after the plugin exits, whatever it left running in its process group is killed, so a stray
-  child holding the pipe open cannot stall us until the deadline.
+with the safety it lacks (a deadline that kills the plugin's whole process group, bounded stdout,
+only a redacted tail of stderr, orphans of an exited plugin killed): the running itself is
+:mod:`cpcreds._process`'s, shared with the kubelet-plugin runner; this module words what a run's
+outcome means as KEP-541 errors and decodes the ExecCredential.
 
 The environment is the process environment, then the configured env, then KUBERNETES_EXEC_INFO,
 exactly as client-go builds it. stdin is handed over only when the run is interactive (client-go
@@ -17,25 +13,21 @@ reasons that a plugin must not fight its caller for a terminal it was not promis
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import errno
 import json
 import os
 import re
-import select
-import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from .. import _process
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from .._parse import Limits, load_or_raise
+from .._process import Groups, Outcome, find_executable, process_environment, terminate_all
 from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
@@ -57,7 +49,17 @@ from ..kep import EXEC_INFO_ENV
 from ..logs import get_logger, redact_text
 from ..pluginpolicy import PluginGate
 
-__all__ = ["ExecProvider", "Job", "MAX_STDOUT_BYTES", "STDERR_TAIL_BYTES", "exec_info", "RunResult", "terminate_running_plugins", "find_executable"]
+__all__ = [
+    "ExecProvider",
+    "Job",
+    "MAX_STDOUT_BYTES",
+    "STDERR_TAIL_BYTES",
+    "exec_info",
+    "RunResult",
+    "run_command",
+    "terminate_running_plugins",
+    "find_executable",
+]
 
 _log = get_logger(__name__)
 
@@ -65,15 +67,6 @@ _log = get_logger(__name__)
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
 #: How much of the plugin's stderr is kept for the error message (the end is the useful part).
 STDERR_TAIL_BYTES = 4096
-_READ_CHUNK = 65536
-#: Without a pidfd, the plugin's exit is looked for after 1 ms, then ever less often, up to
-#: every 20 ms: a fast plugin is noticed at once, a slow one costs few wake-ups.
-_FIRST_TICK = 0.001
-_LAST_TICK = 0.02
-
-# Process groups of all running plugins (all providers), for terminate_running_plugins().
-_RUNNING_GROUPS: set[int] = set()
-_groups_lock = threading.Lock()
 #: How far in the future a client certificate's notBefore may be (clock differences).
 CLOCK_SKEW = timedelta(minutes=5)
 #: KUBERNETES_EXEC_INFO is compact JSON, non-ASCII escaped.
@@ -103,28 +96,11 @@ class Job(NamedTuple):
     install_hint: str | None = None
 
 
-class RunResult:
-    """The outcome of one plugin process (internal; exposed for metrics)."""
-
-    __slots__ = ("exit_code", "stdout", "stderr_tail", "duration")
-
-    def __init__(self, exit_code: int, stdout: bytes, stderr_tail: bytes, duration: float) -> None:
-        self.exit_code, self.stdout, self.stderr_tail, self.duration = exit_code, stdout, stderr_tail, duration
+#: The outcome of one plugin process (internal; exposed for metrics).
+RunResult = Outcome
 
 
 _EXEC_INFO_ENV_BYTES = EXEC_INFO_ENV.encode()
-
-
-def _process_environment() -> dict[bytes, bytes]:
-    """A copy of the process environment, already encoded as the child needs it.
-
-    ``dict(os.environ)`` decodes every variable only for subprocess to encode it again, which
-    costs more than the rest of our per-run work together; CPython keeps the encoded form.
-    """
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict):
-        return dict(data)
-    return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
 
 
 def _stdin_is_terminal() -> bool:
@@ -200,13 +176,6 @@ def _tail(data: bytes) -> str:
     return redact_text(text[-STDERR_TAIL_BYTES:], strict=True)
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class ExecProvider:
     """Runs ``plan.exec`` and returns its credential. Thread-safe; caching is the engine's job.
 
@@ -228,7 +197,7 @@ class ExecProvider:
         self.gate = gate or PluginGate()
         #: Called with (provider, decision) for every policy decision (the engine counts them).
         self.policy_observer: Callable[[str, str], None] | None = None
-        self._groups: set[int] = set()  # process groups of this provider's running plugins
+        self._groups = Groups()  # process groups of this provider's running plugins
         self._closed = False
         self._refusals_logged: set[tuple[str, str, str]] = set()
 
@@ -244,7 +213,7 @@ class ExecProvider:
         if spec is None:
             raise ProviderError("the exec provider needs a plan with an exec spec", provider=plan.provider)
         interactive = _is_interactive(spec, plan.provider)
-        env = _process_environment()
+        env = process_environment()
         for name, value in spec.env:
             env[os.fsencode(name)] = os.fsencode(value)
         env[_EXEC_INFO_ENV_BYTES] = exec_info(spec, plan, interactive=interactive).encode()
@@ -270,10 +239,7 @@ class ExecProvider:
     def close(self) -> None:
         """Kill the process groups of every plugin this provider is running, and run no more."""
         self._closed = True
-        with _groups_lock:
-            groups = list(self._groups)
-        for pgid in groups:
-            _kill_group(pgid)
+        self._groups.kill_all()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -334,187 +300,26 @@ class ExecProvider:
         stdin: bytes | None = None,
         pass_fds: tuple[int, ...] = (),
     ) -> RunResult:
-        """Run ``executable`` (``argv[0]`` as the name it is given) once, in a session of its own,
-        bounded by ``deadline`` (``time.monotonic()`` seconds); raise a :class:`PluginError`
-        naming ``job.command`` unless it exited 0.
-
-        ``stdin`` is written to the process's standard input, which is then closed (KEP-2133
-        plugins read their request there); without it, stdin is ``/dev/null`` (or the terminal
-        when ``interactive``). ``pass_fds`` are descriptors the process inherits under the same
-        numbers (sealed copies of pinned executables, run as ``/proc/self/fd/N``); they must be
-        the caller's own, as they are made inheritable for the spawn."""
-        provider, command = job.provider, job.command
+        """:func:`run_command` with this provider's bounds, its process groups (killed by
+        :meth:`close`) and its way of noticing an exit; refused once closed."""
         if self._closed:
-            raise ProviderError("the exec provider is closed", provider=provider)
-        try:
-            child = None
-            if not interactive and _SPAWN.usable:
-                child = _spawn(executable, argv, env, with_stdin=stdin is not None, pass_fds=pass_fds)
-            if child is None:
-                child = _popen(executable, argv, env, interactive, with_stdin=stdin is not None, pass_fds=pass_fds)
-        except FileNotFoundError:
-            raise self._not_found_job(job) from None
-        except PermissionError:
-            raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
-        except OSError as exc:
-            if exc.errno in (errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR):
-                raise PluginNotFound(f"exec: executable {command} cannot be run: {exc.strerror}", provider=provider) from None
-            error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
-            error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
-            raise error from None
-        pgid = None if interactive else child.pid
-        if pgid is not None:
-            with _groups_lock:
-                self._groups.add(pgid)
-                _RUNNING_GROUPS.add(pgid)
-        try:
-            return self._collect(child, job, pgid, deadline, stdin)
-        finally:
-            child.close_pipes()
-            if pgid is not None:
-                with _groups_lock:
-                    self._groups.discard(pgid)
-                    _RUNNING_GROUPS.discard(pgid)
+            raise ProviderError("the exec provider is closed", provider=job.provider)
+        return run_command(
+            job,
+            executable,
+            argv,
+            env,
+            deadline=deadline,
+            groups=self._groups,
+            max_stdout_bytes=self.max_stdout_bytes,
+            use_pidfd=self.use_pidfd,
+            interactive=interactive,
+            stdin=stdin,
+            pass_fds=pass_fds,
+        )
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
-        return self._not_found_job(Job(provider, spec.command, 0.0, spec.install_hint))
-
-    @staticmethod
-    def _not_found_job(job: Job) -> PluginNotFound:
-        message = f"exec: executable {job.command} not found"
-        if "/" not in job.command:
-            message += " on PATH"
-        if job.install_hint:
-            message += "; install hint: " + " ".join(job.install_hint.split())
-        return PluginNotFound(message, provider=job.provider)
-
-    def _collect(self, proc: _Child, job: Job, pgid: int | None, deadline: float, stdin: bytes | None = None) -> RunResult:
-        started = time.monotonic()
-        buffers = {proc.stdout_fd: bytearray()}
-        stdout = buffers[proc.stdout_fd]
-        stderr = bytearray()
-        if proc.stderr_fd is not None:
-            buffers[proc.stderr_fd] = stderr
-        # poll(), not a selectors object: no epoll descriptor to create and close on every run.
-        poller = select.poll()
-        for fd in buffers:
-            poller.register(fd, select.POLLIN)
-        pending = memoryview(stdin) if stdin is not None else None
-        if proc.stdin_fd is not None:
-            # Written as the plugin reads, so a request larger than the pipe cannot block us.
-            os.set_blocking(proc.stdin_fd, False)
-            poller.register(proc.stdin_fd, select.POLLOUT)
-
-        def write(fd: int) -> None:
-            nonlocal pending
-            try:
-                written = os.write(fd, pending) if pending else 0
-            except BlockingIOError:
-                return
-            except (BrokenPipeError, OSError):  # it exited or closed stdin without reading it all
-                written = len(pending) if pending else 0
-            pending = pending[written:] if pending else None
-            if not pending:
-                poller.unregister(fd)
-                proc.close_stdin()
-        pidfd = _open_pidfd(proc.pid) if self.use_pidfd else None
-        if pidfd is not None:
-            poller.register(pidfd, select.POLLIN)
-        tick = _FIRST_TICK  # without a pidfd: how long to wait before looking for the exit again
-
-        def read(fd: int) -> None:
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                poller.unregister(fd)
-                del buffers[fd]
-                return
-            buffer = buffers[fd]
-            buffer += chunk
-            if buffer is stderr:
-                del stderr[: max(0, len(stderr) - STDERR_TAIL_BYTES)]
-            elif len(stdout) > self.max_stdout_bytes:
-                self._kill(proc, pgid)
-                raise PluginExecutionError(
-                    f"exec: {job.command} wrote more than {self.max_stdout_bytes} bytes to stdout; killed",
-                    provider=job.provider,
-                    exit_code=-1,
-                )
-
-        try:
-            exited = False
-            while not exited:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._kill(proc, pgid)
-                    raise self._timeout(job, stderr)
-                wait = remaining if pidfd is not None else min(remaining, tick)
-                for fd, _ in poller.poll(wait * 1000):
-                    if fd == pidfd:
-                        exited = True
-                    elif fd == proc.stdin_fd:
-                        write(fd)
-                    else:
-                        read(fd)
-                if pidfd is None and not exited:
-                    exited = _has_exited(proc)
-                    tick = min(tick * 2, _LAST_TICK)
-            # The plugin has exited (and is not reaped yet, so its group ID cannot have been
-            # reused): anything left in its group is an orphan; stop it. Everything the plugin
-            # wrote is in the pipes now. Read what is there without waiting for end-of-file,
-            # which a grandchild that left the group (setsid) could hold back until the deadline.
-            if pgid is not None:
-                _kill_group(pgid)
-            proc.close_stdin()
-            while buffers:
-                ready = poller.poll(0)
-                if not any(fd in buffers for fd, _ in ready):
-                    break
-                for fd, _ in ready:
-                    if fd in buffers:
-                        read(fd)
-            exit_code = proc.wait()  # it has exited: reaping cannot block
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            if proc.returncode is None:  # an error or Ctrl-C above: the plugin must not outlive the run
-                self._kill(proc, pgid)
-        duration = time.monotonic() - started
-        if exit_code != 0:
-            raise self._exit_error(job, exit_code, stderr, stdout)
-        return RunResult(exit_code, bytes(stdout), bytes(stderr), duration)
-
-    @staticmethod
-    def _kill(proc: _Child, pgid: int | None) -> None:
-        if pgid is not None:
-            _kill_group(pgid)
-        else:
-            proc.kill()
-        proc.wait()
-
-    @staticmethod
-    def _timeout(job: Job, stderr: bytearray) -> PluginTimeout:
-        message = f"exec: {job.command} did not answer within {job.timeout:g}s; its process group was killed"
-        if stderr:
-            message += f"; stderr: {_tail(stderr)}"
-        return PluginTimeout(message, provider=job.provider, exit_code=-1)
-
-    @staticmethod
-    def _exit_error(job: Job, exit_code: int, stderr: bytearray, stdout: bytearray) -> PluginExecutionError:
-        command = job.command
-        if exit_code < 0:
-            try:
-                name = signal.Signals(-exit_code).name
-            except ValueError:
-                name = f"signal {-exit_code}"
-            message = f"exec: {command} was killed by {name}"
-        else:
-            message = f"exec: {command} exited with code {exit_code}"
-        said = _status_message(stdout)
-        if said:
-            message += f": {said}"
-        if stderr:
-            message += f"; stderr: {_tail(stderr)}" if said else f": {_tail(stderr)}"
-        return PluginExecutionError(message, provider=job.provider, exit_code=exit_code if exit_code >= 0 else -1)
+        return _not_found(Job(provider, spec.command, 0.0, spec.install_hint))
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -633,227 +438,98 @@ def _shown(value: Any, shape: re.Pattern[str]) -> str:
     return f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
 
 
-class _Child:
-    """A running plugin: its pid, our ends of its stdout/stderr pipes, its exit code once reaped.
-
-    The interface of ``subprocess.Popen`` that the runner uses (pid, returncode, poll, wait, kill),
-    for a process started with ``os.posix_spawn``."""
-
-    __slots__ = ("pid", "returncode", "stdout_fd", "stderr_fd", "stdin_fd")
-
-    def __init__(self, pid: int, stdout_fd: int, stderr_fd: int | None, stdin_fd: int | None = None) -> None:
-        self.pid, self.stdout_fd, self.stderr_fd, self.stdin_fd = pid, stdout_fd, stderr_fd, stdin_fd
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped by someone else (a SIGCHLD handler)
-                self.returncode = -1
-            else:
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                self.returncode = -1
-            else:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:  # once reaped, the pid may belong to someone else
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-    def close_stdin(self) -> None:
-        """Close our end of the plugin's stdin (end of the request); idempotent."""
-        if self.stdin_fd is not None:
-            fd, self.stdin_fd = self.stdin_fd, None
-            os.close(fd)
-
-    def close_pipes(self) -> None:
-        self.close_stdin()
-        for fd in (self.stdout_fd, self.stderr_fd):
-            if fd is not None:
-                os.close(fd)
-
-
-class _PopenChild(_Child):
-    """The same for a ``subprocess.Popen`` (interactive runs, or where posix_spawn cannot serve)."""
-
-    __slots__ = ("_proc",)
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        stdin_fd = proc.stdin.fileno() if proc.stdin is not None else None
-        super().__init__(proc.pid, proc.stdout.fileno(), proc.stderr.fileno() if proc.stderr is not None else None, stdin_fd)
-        self._proc = proc
-
-    def close_stdin(self) -> None:
-        if self.stdin_fd is not None and self._proc.stdin is not None:
-            self.stdin_fd = None
-            self._proc.stdin.close()
-
-    def poll(self) -> int | None:
-        self.returncode = self._proc.poll()
-        return self.returncode
-
-    def wait(self) -> int:
-        self.returncode = self._proc.wait()
-        return self.returncode
-
-    def kill(self) -> None:
-        self._proc.kill()
-
-    def close_pipes(self) -> None:
-        self.close_stdin()
-        for pipe in (self._proc.stdout, self._proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-
-class _SpawnSupport:
-    # posix_spawn: the environment is encoded in C and the child is started with a vfork-like
-    # clone, about 0.1 ms less per run than subprocess.Popen(env=...) here. Turned off for good
-    # the first time the platform says it cannot start a new session this way.
-    usable = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")
-
-
-_SPAWN = _SpawnSupport()
-
-
-def _spawn(
-    executable: str, argv: list[str], env: dict[bytes, bytes], *, with_stdin: bool = False, pass_fds: tuple[int, ...] = ()
-) -> _Child | None:
-    """Start a non-interactive plugin in a new session with os.posix_spawn: stdin /dev/null (or
-    a pipe of ours with ``with_stdin``), stdout and stderr our pipes, and ``pass_fds`` kept
-    under their own numbers. None where posix_spawn cannot do it (the caller uses Popen).
-
-    Only what is inheritable reaches the plugin: Python opens every descriptor non-inheritable
-    (PEP 446), as Go does, so the pipes below are the plugin's only descriptors besides stdio
-    (and ``pass_fds``)."""
-    fds: list[int] = []
-    try:
-        out_r, out_w = os.pipe()
-        fds += (out_r, out_w)
-        err_r, err_w = os.pipe()
-        fds += (err_r, err_w)
-        in_r = in_w = None
-        if with_stdin:
-            in_r, in_w = os.pipe()
-            fds += (in_r, in_w)
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    if min(fds) <= 2 or any(fd <= 2 for fd in pass_fds):
-        # Our own stdio is closed and a pipe end took its number: dup2 onto itself would keep
-        # close-on-exec set. subprocess knows how to shuffle these; let it.
-        for fd in fds:
-            os.close(fd)
-        return None
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0) if in_r is None else (os.POSIX_SPAWN_DUP2, in_r, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-    ]
-    inherited = [fd for fd in pass_fds if not os.get_inheritable(fd)]
-    try:
-        for fd in inherited:
-            # dup2 onto itself does not clear close-on-exec everywhere; the flag is set for the
-            # spawn only, on descriptors that are the caller's own for this run.
-            os.set_inheritable(fd, True)
-        pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
-    except NotImplementedError:
-        _SpawnSupport.usable = False
-        for fd in fds:
-            os.close(fd)
-        return None
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    finally:
-        for fd in inherited:
-            os.set_inheritable(fd, False)
-    os.close(out_w)
-    os.close(err_w)
-    if in_r is not None:
-        os.close(in_r)
-    return _Child(pid, out_r, err_r, in_w)
-
-
-def _popen(
+def run_command(
+    job: Job,
     executable: str,
     argv: list[str],
     env: dict[bytes, bytes],
-    interactive: bool,
     *,
-    with_stdin: bool = False,
+    deadline: float,
+    groups: Groups,
+    max_stdout_bytes: int = MAX_STDOUT_BYTES,
+    use_pidfd: bool = True,
+    interactive: bool = False,
+    stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
-) -> _Child:
-    if with_stdin:
-        stdin: Any = subprocess.PIPE
+) -> RunResult:
+    """Run ``executable`` once under :func:`cpcreds._process.run` (a session of its own, killed
+    with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
+    as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
+    (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
+    The exec provider and the kubelet-plugin runner both run their programs through this."""
+    provider, command = job.provider, job.command
+    try:
+        result = _process.run(
+            executable,
+            argv,
+            env,
+            deadline=deadline,
+            max_stdout=max_stdout_bytes,
+            stderr_tail=STDERR_TAIL_BYTES,
+            interactive=interactive,
+            stdin=stdin,
+            pass_fds=pass_fds,
+            use_pidfd=use_pidfd,
+            groups=groups,
+        )
+    except FileNotFoundError:
+        raise _not_found(job) from None
+    except PermissionError:
+        raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR):
+            raise PluginNotFound(f"exec: executable {command} cannot be run: {exc.strerror}", provider=provider) from None
+        error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
+        error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
+        raise error from None
+    if result.timed_out:
+        raise _timeout(job, result.stderr_tail)
+    if result.overflowed:
+        raise PluginExecutionError(
+            f"exec: {command} wrote more than {max_stdout_bytes} bytes to stdout; killed", provider=provider, exit_code=-1
+        )
+    if result.exit_code != 0:
+        raise _exit_error(job, result.exit_code, result.stderr_tail, result.stdout)
+    return result
+
+
+def _not_found(job: Job) -> PluginNotFound:
+    message = f"exec: executable {job.command} not found"
+    if "/" not in job.command:
+        message += " on PATH"
+    if job.install_hint:
+        message += "; install hint: " + " ".join(job.install_hint.split())
+    return PluginNotFound(message, provider=job.provider)
+
+
+def _timeout(job: Job, stderr: bytes) -> PluginTimeout:
+    message = f"exec: {job.command} did not answer within {job.timeout:g}s; its process group was killed"
+    if stderr:
+        message += f"; stderr: {_tail(stderr)}"
+    return PluginTimeout(message, provider=job.provider, exit_code=-1)
+
+
+def _exit_error(job: Job, exit_code: int, stderr: bytes, stdout: bytes) -> PluginExecutionError:
+    command = job.command
+    if exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        message = f"exec: {command} was killed by {name}"
     else:
-        stdin = None if interactive else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        argv,
-        executable=executable,
-        env=env,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        # Interactive plugins prompt on stderr, so it stays the user's terminal, as in client-go.
-        stderr=None if interactive else subprocess.PIPE,
-        # Its own session makes the plugin and all its children one group we can kill; an
-        # interactive plugin must stay in our session to keep the terminal.
-        start_new_session=not interactive,
-        pass_fds=pass_fds,
-    )
-    return _PopenChild(proc)
+        message = f"exec: {command} exited with code {exit_code}"
+    said = _status_message(stdout)
+    if said:
+        message += f": {said}"
+    if stderr:
+        message += f"; stderr: {_tail(stderr)}" if said else f": {_tail(stderr)}"
+    return PluginExecutionError(message, provider=job.provider, exit_code=exit_code if exit_code >= 0 else -1)
 
 
-def _has_exited(proc: _Child) -> bool:
-    """Whether the plugin has exited, leaving it unreaped (WNOWAIT) where the system allows, so
-    that its process group ID stays reserved until we have killed what is left in the group."""
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except (AttributeError, ChildProcessError, OSError):
-        return proc.poll() is not None
-
-
-def find_executable(command: str) -> str | None:
-    """What runs for ``command``: itself when it contains a ``/``, else its match on *this
-    process's* ``PATH`` (as Go's ``exec.Command`` looks it up), or None. The plugin's environment,
-    which a profile may add to, never chooses what runs."""
-    if "/" in command:
-        return command
-    return shutil.which(command, path=os.environ.get("PATH", os.defpath))
-
-
-def terminate_running_plugins() -> None:
-    """Kill the process group of every exec plugin this process is running.
-
-    For a signal handler (SIGTERM, SIGHUP) and at exit: plugins run in sessions of their own, so
-    they do not get the signals sent to our process group, and would otherwise outlive us."""
-    with _groups_lock:
-        groups = list(_RUNNING_GROUPS)
-    for pgid in groups:
-        _kill_group(pgid)
-
-
-def _open_pidfd(pid: int) -> int | None:
-    # A pidfd becomes readable when the process exits: the only race-free way to notice the
-    # plugin is gone while a child of it still holds stdout open.
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
+#: Kill the process group of every plugin this process is running (SIGTERM, exit); the same as
+#: :func:`cpcreds._process.terminate_all`, under the name this module has always exported.
+terminate_running_plugins = terminate_all
 
 
 def _exec_factory(options: dict[str, Any]) -> ExecProvider:
@@ -869,7 +545,4 @@ class ExecPlugin:
     def cpcreds_register_providers(self, register: Any) -> None:
         register("exec", _exec_factory)
 
-
-# A plugin started by a daemon thread (a refresh ahead of expiry) must not outlive the process.
-atexit.register(terminate_running_plugins)
 
