@@ -1,0 +1,567 @@
+"""Fake AWS endpoints on loopback, speaking the real protocols.
+
+:class:`FakeAWS` is one HTTPS server (its certificate from :class:`~tests.fakes.pki.PKI`: point
+``AWS_CA_BUNDLE`` at :meth:`FakeAWS.write_ca`) holding the APIs botocore calls, reached through
+``AWS_ENDPOINT_URL_STS`` and ``AWS_ENDPOINT_URL_ECR`` (both :attr:`FakeAWS.url`):
+
+- STS ``GetCallerIdentity`` as a presigned GET (an EKS token's URL): checked as
+  aws-iam-authenticator checks it before sending it on (host, path ``/``, only the allowed query
+  parameters, ``Action=GetCallerIdentity``, ``x-k8s-aws-id`` among the signed headers,
+  ``X-Amz-Expires`` at most 900, ``X-Amz-Date`` not older than 15 minutes) and then as STS does
+  (the SigV4 signature recomputed, here independently of botocore, with the secret of the access
+  key, and the session token of temporary keys); answers the caller's ARN in STS's XML;
+- STS ``AssumeRole`` (SigV4-signed POST; the role must trust the caller, and the external id
+  must match when the role wants one) and ``AssumeRoleWithWebIdentity`` (unsigned POST with a
+  registered web identity token), answering temporary keys in STS's XML;
+- ECR ``GetAuthorizationToken`` (SigV4-signed JSON 1.1 POST), answering base64 ``AWS:<password>``
+  with ``expiresAt`` :attr:`FakeAWS.ecr_token_lifetime` from now.
+
+:meth:`FakeAWS.authenticator` is the cluster side of an EKS token: a verifier for the spoke fake
+(``spoke.verify_tokens_with(aws.authenticator(cluster))``) that does what aws-iam-authenticator does, the local
+checks and then the GET of the URL, with the ``x-k8s-aws-id`` header, to the STS above; it
+accepts only tokens STS verified for that cluster.
+
+:class:`FakeAWSMetadata` is one plain-HTTP server (like the real ones) for the credentials
+endpoints that live next to a workload: the EC2 instance metadata service, IMDSv2 only (a PUT
+``/latest/api/token`` first, then ``/latest/meta-data/iam/security-credentials/[<role>]`` with
+that token; IMDSv1 requests get 401), for ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` = :attr:`url`;
+and the container credentials endpoint (EKS Pod Identity, ECS) at :attr:`container_url`, which
+wants the ``Authorization`` :attr:`container_authorization` when one is set. The keys both hand
+out are temporary keys of :class:`FakeAWS`, so STS accepts them.
+
+Both record what they saw (:attr:`seen`) and take faults for their next requests (:meth:`fail`,
+with :class:`~tests.fakes.google.Fault`: an error status and body, an answer that never comes,
+a body cut off). Fault endpoints: ``sts`` (GetCallerIdentity), ``assume-role``,
+``web-identity``, ``ecr``; ``imds-token``, ``imds-credentials``, ``container``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import ssl
+import threading
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import parse_qsl, quote, urlsplit
+from xml.sax.saxutils import escape
+
+from .google import Fault, SeenCall, _Handler, _HTTPServer, _LoopbackServer, _Reply
+from .pki import PKI
+
+__all__ = [
+    "ACCOUNT",
+    "ECR_TARGET",
+    "ALLOWED_QUERY",
+    "AwsKeys",
+    "FakeAWS",
+    "FakeAWSMetadata",
+    "Fault",
+    "SeenCall",
+    "sigv4_signature",
+]
+
+ACCOUNT = "111122223333"
+ECR_TARGET = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
+#: aws-iam-authenticator's parameterWhitelist: the only query parameters an EKS token's URL may have.
+ALLOWED_QUERY = frozenset(
+    {"action", "version", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-expires",
+     "x-amz-security-token", "x-amz-signature", "x-amz-signedheaders"}
+)
+#: aws-iam-authenticator accepts a presigned URL this long after its X-Amz-Date.
+PRESIGNED_MAX_AGE = timedelta(minutes=15)
+_STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
+_TOKEN_PREFIX = "k8s-aws-v1."
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+@dataclass(frozen=True)
+class AwsKeys:
+    """An access key the fake knows: whose (``arn``), its secret, and for temporary keys the
+    session token and expiry. ``env()`` is the environment botocore reads them from."""
+
+    access_key: str
+    secret_key: str
+    arn: str
+    token: str | None = None
+    expires_at: datetime | None = None
+
+    def __repr__(self) -> str:
+        return f"AwsKeys({self.access_key!r}, arn={self.arn!r})"
+
+    def env(self) -> dict[str, str]:
+        env = {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        if self.token:
+            env["AWS_SESSION_TOKEN"] = self.token
+        return env
+
+
+# -- SigV4, as AWS documents it (written apart from botocore, which the code under test uses) ---
+
+
+def _uri_encode(text: str) -> str:
+    return quote(text, safe="-_.~")
+
+
+def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def sigv4_signature(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    query: list[tuple[str, str]],
+    headers: dict[str, str],
+    signed_headers: list[str],
+    payload_hash: str,
+    amz_date: str,
+    scope: str,
+) -> str:
+    """The hex SigV4 signature of a request (``query`` without ``X-Amz-Signature``; ``headers``
+    by lower-case name; ``scope`` is ``date/region/service/aws4_request``)."""
+    canonical_query = "&".join(f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted((k, v) for k, v in query))
+    canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed_headers)
+    canonical = "\n".join([method, path or "/", canonical_query, canonical_headers, ";".join(signed_headers), payload_hash])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    date, region, service, _ = scope.split("/")
+    return hmac.new(_signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+class _Refused(Exception):
+    """A request AWS would refuse: ``status``, error ``code`` and message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _amz_date(text: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise _Refused(400, "IncompleteSignature", "X-Amz-Date is not a date") from None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _TLSServer(_HTTPServer):
+    """The google fakes' loopback server, each connection in TLS (done in its own thread)."""
+
+    def __init__(self, owner: _LoopbackServer, context: ssl.SSLContext) -> None:
+        self._context = context
+        super().__init__(owner)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            conn = self._context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            self.shutdown_request(request)
+            return
+        super().process_request_thread(conn, client_address)
+
+
+class FakeAWS(_LoopbackServer):
+    """STS and ECR on one loopback HTTPS server. ``pki`` signs its certificate (a new one if not given)."""
+
+    def __init__(self, pki: PKI | None = None, *, region: str = "us-west-2", ecr_token_lifetime: int = 12 * 3600) -> None:
+        super().__init__(token_lifetime=3600)
+        self.pki = pki or PKI()
+        #: The region STS expects in a signature's scope (the endpoint's region).
+        self.region = region
+        #: Lifetime, in seconds, of the ECR authorization tokens issued from now on.
+        self.ecr_token_lifetime = ecr_token_lifetime
+        self._keys: dict[str, AwsKeys] = {}
+        self._trusts: dict[str, tuple[set[str], str | None]] = {}
+        self._web_identities: dict[str, str] = {}
+        self._current = threading.local()  # the request each handler thread is dispatching
+        #: ``(cluster, arn)`` of every GetCallerIdentity STS verified.
+        self.verified: list[tuple[str, str]] = []
+        #: ECR passwords issued, in order.
+        self.ecr_passwords: list[str] = []
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            raise RuntimeError("FakeAWS is one-shot: start() was already called")
+        self._httpd = _TLSServer(self, self.pki.server_ssl_context())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=f"FakeAWS {self.port}")
+        self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        """``https://127.0.0.1:<port>``: AWS_ENDPOINT_URL_STS and AWS_ENDPOINT_URL_ECR."""
+        return f"https://127.0.0.1:{self.port}"
+
+    def write_ca(self, path: Path) -> Path:
+        """Write the CA of this fake's certificate (for ``AWS_CA_BUNDLE``); returns ``path``."""
+        path.write_bytes(self.pki.ca_pem)
+        return path
+
+    def env(self, ca_file: Path) -> dict[str, str]:
+        """The variables that send botocore here: both endpoints and the CA bundle."""
+        return {"AWS_ENDPOINT_URL_STS": self.url, "AWS_ENDPOINT_URL_ECR": self.url, "AWS_CA_BUNDLE": str(self.write_ca(ca_file))}
+
+    # -- identities -----------------------------------------------------------------------------
+
+    def add_user(self, name: str = "fleet-reader") -> AwsKeys:
+        """A long-term access key of IAM user ``name``."""
+        keys = AwsKeys("AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30), f"arn:aws:iam::{ACCOUNT}:user/{name}")
+        with self._lock:
+            self._keys[keys.access_key] = keys
+        return keys
+
+    def issue_session(self, role_arn: str, session_name: str = "session", lifetime: int | None = None) -> AwsKeys:
+        """Temporary keys of ``role_arn`` (as AssumeRole, IMDS and the container endpoint give them)."""
+        role = role_arn.rsplit("/", 1)[-1]
+        keys = AwsKeys(
+            "ASIA" + secrets.token_hex(8).upper(),
+            secrets.token_urlsafe(30),
+            f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{session_name}",
+            token="FwoGZXIvYXdzE" + secrets.token_urlsafe(48),
+            expires_at=(datetime.now(UTC) + timedelta(seconds=lifetime or self.token_lifetime)).replace(microsecond=0),
+        )
+        with self._lock:
+            self._keys[keys.access_key] = keys
+        return keys
+
+    def add_role(self, name: str, *, trusts: tuple[str, ...] = (), external_id: str | None = None) -> str:
+        """Role ``name``, assumable by the ARNs in ``trusts`` (with ``external_id`` when given); returns its ARN."""
+        arn = f"arn:aws:iam::{ACCOUNT}:role/{name}"
+        with self._lock:
+            self._trusts[arn] = (set(trusts), external_id)
+        return arn
+
+    def add_web_identity(self, role_arn: str) -> str:
+        """A web identity token (an OIDC JWT's stand-in) AssumeRoleWithWebIdentity accepts for ``role_arn``."""
+        token = "eyJhbGciOiJSUzI1NiJ9." + secrets.token_urlsafe(32) + "." + secrets.token_urlsafe(32)
+        with self._lock:
+            self._web_identities[token] = role_arn
+        return token
+
+    # -- the cluster side -----------------------------------------------------------------------
+
+    def authenticator(self, cluster: str) -> Callable[[str], bool]:
+        """A token verifier for ``cluster``, as aws-iam-authenticator: local checks of the token's
+        URL, then the URL sent to STS with ``x-k8s-aws-id: <cluster>``; true when STS answered 200."""
+
+        def verify(token: str) -> bool:
+            url = _token_url(token)
+            if url is None or not self._url_acceptable(url):
+                return False
+            context = ssl.create_default_context(cadata=self.pki.ca_pem.decode())
+            request = urllib.request.Request(url, headers={"x-k8s-aws-id": cluster, "Accept": "application/json"})
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+                    return answer.status == 200
+            except OSError:  # HTTPError (a refusal) included
+                return False
+
+        return verify
+
+    def _url_acceptable(self, url: str) -> bool:
+        # aws-iam-authenticator's token.go: before STS sees it.
+        parts = urlsplit(url)
+        if parts.scheme != "https" or parts.netloc != f"127.0.0.1:{self.port}" or parts.path != "/":
+            return False
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        names = [k.lower() for k, _ in query]
+        if len(names) != len(set(names)) or not set(names) <= ALLOWED_QUERY:
+            return False
+        params = {k.lower(): v for k, v in query}
+        if params.get("action") != "GetCallerIdentity":
+            return False
+        if "x-k8s-aws-id" not in params.get("x-amz-signedheaders", "").split(";"):
+            return False
+        try:
+            expires = int(params.get("x-amz-expires", ""))
+            signed_at = _amz_date(params.get("x-amz-date", ""))
+        except (ValueError, _Refused):
+            return False
+        return 0 < expires <= 900 and datetime.now(UTC) - signed_at <= PRESIGNED_MAX_AGE
+
+    # -- request handling -------------------------------------------------------------------------
+
+    def _endpoint(self, method: str, path: str) -> str:
+        # Which API is in the query (GET), the form body (STS POST) or a header (ECR): the
+        # request being dispatched on this thread is in _current.
+        handler, body = self._current.request
+        if handler.headers.get("X-Amz-Target") == ECR_TARGET:
+            return "ecr"
+        form = urlsplit(handler.path).query if method == "GET" else body.decode("utf-8", "replace")
+        action = dict(parse_qsl(form)).get("Action")
+        return {"GetCallerIdentity": "sts", "AssumeRole": "assume-role", "AssumeRoleWithWebIdentity": "web-identity"}.get(str(action), "unknown")
+
+    def _dispatch(self, handler: _Handler, body: bytes) -> None:
+        self._current.request = (handler, body)
+        super()._dispatch(handler, body)
+
+    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+        try:
+            if endpoint == "sts":
+                return self._get_caller_identity(handler)
+            if endpoint == "assume-role":
+                return self._assume_role(handler, body)
+            if endpoint == "web-identity":
+                return self._assume_role_with_web_identity(body)
+            if endpoint == "ecr":
+                return self._ecr_token(handler, body)
+            raise _Refused(400, "InvalidAction", "unknown action")
+        except _Refused as refused:
+            if endpoint == "ecr":
+                document = {"__type": refused.code, "message": str(refused)}
+                return _Reply(refused.status, json.dumps(document).encode(), "application/x-amz-json-1.1")
+            error = f"<Error><Type>Sender</Type><Code>{refused.code}</Code><Message>{escape(str(refused))}</Message></Error>"
+            return _xml(refused.status, f'<ErrorResponse xmlns="{_STS_NS}">{error}<RequestId>{_request_id()}</RequestId></ErrorResponse>')
+
+    def _known(self, access_key: str, token: str | None) -> AwsKeys:
+        with self._lock:
+            keys = self._keys.get(access_key)
+        if keys is None:
+            raise _Refused(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
+        if keys.token is not None and (token != keys.token or keys.expires_at is None or keys.expires_at <= datetime.now(UTC)):
+            raise _Refused(403, "ExpiredToken" if token == keys.token else "InvalidClientTokenId", "The security token is invalid or expired.")
+        return keys
+
+    def _check_scope(self, credential: str, service: str) -> tuple[str, str]:
+        access_key, _, scope = credential.partition("/")
+        fields = scope.split("/")
+        if len(fields) != 4 or fields[2] != service or fields[3] != "aws4_request":
+            raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid service and region.")
+        if fields[1] != self.region and not (service == "sts" and fields[1] == "us-east-1"):
+            raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
+        return access_key, scope
+
+    def _get_caller_identity(self, handler: _Handler) -> _Reply:
+        # A presigned GET: every SigV4 value is in the query.
+        parts = urlsplit(handler.path)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        params = dict(query)
+        if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or "X-Amz-Signature" not in params:
+            raise _Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
+        access_key, scope = self._check_scope(params.get("X-Amz-Credential", ""), "sts")
+        signed_at = _amz_date(params.get("X-Amz-Date", ""))
+        try:
+            expires = int(params.get("X-Amz-Expires", ""))
+        except ValueError:
+            raise _Refused(400, "AuthorizationQueryParametersError", "X-Amz-Expires must be a number") from None
+        if datetime.now(UTC) > signed_at + timedelta(seconds=expires) + PRESIGNED_MAX_AGE - timedelta(seconds=60):
+            # STS allows the 60 s the URL claims, and aws-iam-authenticator's 15 minutes besides.
+            raise _Refused(403, "ExpiredToken", "Signature expired")
+        keys = self._known(access_key, params.get("X-Amz-Security-Token"))
+        signed_headers = params.get("X-Amz-SignedHeaders", "").split(";")
+        headers = {name.lower(): value for name, value in handler.headers.items()}
+        expected = sigv4_signature(
+            keys.secret_key,
+            method="GET",
+            path=parts.path,
+            query=[(k, v) for k, v in query if k != "X-Amz-Signature"],
+            headers=headers,
+            signed_headers=signed_headers,
+            payload_hash=_EMPTY_SHA256,
+            amz_date=params["X-Amz-Date"],
+            scope=scope,
+        )
+        if not hmac.compare_digest(expected, params["X-Amz-Signature"]):
+            raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+        with self._lock:
+            self.verified.append((headers.get("x-k8s-aws-id", ""), keys.arn))
+        user_id = keys.access_key if keys.token is None else f"AROA{keys.access_key[4:]}:{keys.arn.rsplit('/', 1)[-1]}"
+        result = f"<Arn>{keys.arn}</Arn><UserId>{user_id}</UserId><Account>{ACCOUNT}</Account>"
+        return _xml(200, _sts_document("GetCallerIdentity", result))
+
+    def _signed_caller(self, handler: _Handler, body: bytes, service: str) -> AwsKeys:
+        # A SigV4 Authorization header, as botocore's clients sign.
+        authorization = handler.headers.get("Authorization") or ""
+        algorithm, _, rest = authorization.partition(" ")
+        fields = dict(item.strip().split("=", 1) for item in rest.split(",") if "=" in item)
+        if algorithm != "AWS4-HMAC-SHA256" or not {"Credential", "SignedHeaders", "Signature"} <= set(fields):
+            raise _Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
+        access_key, scope = self._check_scope(fields["Credential"], service)
+        amz_date = handler.headers.get("X-Amz-Date") or ""
+        if abs(datetime.now(UTC) - _amz_date(amz_date)) > timedelta(minutes=5):
+            raise _Refused(403, "SignatureDoesNotMatch", "Signature expired")
+        keys = self._known(access_key, handler.headers.get("X-Amz-Security-Token"))
+        parts = urlsplit(handler.path)
+        headers = {name.lower(): value for name, value in handler.headers.items()}
+        expected = sigv4_signature(
+            keys.secret_key,
+            method=handler.command,
+            path=parts.path,
+            query=parse_qsl(parts.query, keep_blank_values=True),
+            headers=headers,
+            signed_headers=fields["SignedHeaders"].split(";"),
+            payload_hash=hashlib.sha256(body).hexdigest(),
+            amz_date=amz_date,
+            scope=scope,
+        )
+        if not hmac.compare_digest(expected, fields["Signature"]):
+            raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+        return keys
+
+    def _assume_role(self, handler: _Handler, body: bytes) -> _Reply:
+        caller = self._signed_caller(handler, body, "sts")
+        form = dict(parse_qsl(body.decode("utf-8")))
+        role_arn, session_name = form.get("RoleArn", ""), form.get("RoleSessionName", "")
+        with self._lock:
+            trust = self._trusts.get(role_arn)
+        if trust is None or caller.arn not in trust[0]:
+            raise _Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+        if trust[1] is not None and form.get("ExternalId") != trust[1]:
+            raise _Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+        return self._credentials_reply("AssumeRole", role_arn, session_name, form)
+
+    def _assume_role_with_web_identity(self, body: bytes) -> _Reply:
+        form = dict(parse_qsl(body.decode("utf-8")))
+        with self._lock:
+            role_arn = self._web_identities.get(form.get("WebIdentityToken", ""))
+        if role_arn is None or role_arn != form.get("RoleArn"):
+            raise _Refused(400, "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider")
+        return self._credentials_reply("AssumeRoleWithWebIdentity", role_arn, form.get("RoleSessionName", "web-identity"), form)
+
+    def _credentials_reply(self, action: str, role_arn: str, session_name: str, form: dict[str, str]) -> _Reply:
+        lifetime = int(form.get("DurationSeconds") or 3600)
+        keys = self.issue_session(role_arn, session_name, lifetime)
+        assert keys.expires_at is not None
+        result = (
+            f"<Credentials><AccessKeyId>{keys.access_key}</AccessKeyId><SecretAccessKey>{keys.secret_key}</SecretAccessKey>"
+            f"<SessionToken>{keys.token}</SessionToken><Expiration>{_iso(keys.expires_at)}</Expiration></Credentials>"
+            f"<AssumedRoleUser><Arn>{keys.arn}</Arn><AssumedRoleId>AROA{keys.access_key[4:]}:{session_name}</AssumedRoleId></AssumedRoleUser>"
+        )
+        with self._lock:
+            self._seen.append(SeenCall(f"{action}:issued", "POST", "/", {"RoleSessionName": [session_name]}, None, None))
+        return _xml(200, _sts_document(action, result))
+
+    def _ecr_token(self, handler: _Handler, body: bytes) -> _Reply:
+        self._signed_caller(handler, body, "ecr")
+        password = "eyJwYXlsb2FkIjoi" + secrets.token_urlsafe(48)
+        with self._lock:
+            self.ecr_passwords.append(password)
+        expires_at = datetime.now(UTC) + timedelta(seconds=self.ecr_token_lifetime)
+        data = {
+            "authorizationToken": base64.b64encode(f"AWS:{password}".encode()).decode(),
+            "expiresAt": expires_at.timestamp(),
+            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com",
+        }
+        return _Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
+
+
+def _token_url(token: str) -> str | None:
+    if not token.startswith(_TOKEN_PREFIX):
+        return None
+    encoded = token[len(_TOKEN_PREFIX) :]
+    if "=" in encoded:  # the token is unpadded; aws-iam-authenticator decodes with RawURLEncoding
+        return None
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _request_id() -> str:
+    return secrets.token_hex(16)
+
+
+def _sts_document(action: str, result: str) -> str:
+    return (
+        f'<{action}Response xmlns="{_STS_NS}"><{action}Result>{result}</{action}Result>'
+        f"<ResponseMetadata><RequestId>{_request_id()}</RequestId></ResponseMetadata></{action}Response>"
+    )
+
+
+def _xml(status: int, document: str) -> _Reply:
+    return _Reply(status, document.encode(), "text/xml")
+
+
+class FakeAWSMetadata(_LoopbackServer):
+    """IMDSv2 and the container credentials endpoint on one loopback HTTP server, handing out
+    temporary keys of ``aws`` for ``role_arn``."""
+
+    def __init__(self, aws: FakeAWS, role_arn: str, *, container_authorization: str | None = None, lifetime: int = 6 * 3600) -> None:
+        super().__init__(token_lifetime=lifetime)
+        self.aws, self.role_arn = aws, role_arn
+        #: The Authorization the container endpoint wants (AWS_CONTAINER_AUTHORIZATION_TOKEN), if any.
+        self.container_authorization = container_authorization
+        #: Keys handed out, in order.
+        self.handed_out: list[AwsKeys] = []
+        self._imds_tokens: set[str] = set()
+
+    @property
+    def container_url(self) -> str:
+        """For ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (as EKS Pod Identity's agent serves it)."""
+        return f"{self.url}/v1/credentials"
+
+    def _endpoint(self, method: str, path: str) -> str:
+        if path == "/latest/api/token":
+            return "imds-token"
+        if path.startswith("/latest/meta-data/iam/security-credentials/"):
+            return "imds-credentials"
+        if path == "/v1/credentials":
+            return "container"
+        return "unknown"
+
+    def _keys(self) -> AwsKeys:
+        keys = self.aws.issue_session(self.role_arn, "i-0123456789abcdef0", self.token_lifetime)
+        with self._lock:
+            self.handed_out.append(keys)
+        return keys
+
+    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+        if endpoint == "imds-token":
+            ttl = handler.headers.get("X-aws-ec2-metadata-token-ttl-seconds") or ""
+            if handler.command != "PUT" or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                return _Reply(400, b"", "text/plain")
+            token = "AQAEA" + secrets.token_urlsafe(32)
+            with self._lock:
+                self._imds_tokens.add(token)
+            return _Reply(200, token.encode(), "text/plain", {"X-aws-ec2-metadata-token-ttl-seconds": ttl})
+        if endpoint == "imds-credentials":
+            with self._lock:
+                known = handler.headers.get("X-aws-ec2-metadata-token") in self._imds_tokens
+            if not known:  # IMDSv2 only: no token (IMDSv1) or a wrong one
+                return _Reply(401, b"", "text/plain")
+            role = self.role_arn.rsplit("/", 1)[-1]
+            rest = path.removeprefix("/latest/meta-data/iam/security-credentials/")
+            if rest == "":
+                return _Reply(200, role.encode(), "text/plain")
+            if rest != role:
+                return _Reply(404, b"", "text/plain")
+            keys = self._keys()
+            assert keys.expires_at is not None
+            document = {
+                "Code": "Success",
+                "LastUpdated": _iso(datetime.now(UTC)),
+                "Type": "AWS-HMAC",
+                "AccessKeyId": keys.access_key,
+                "SecretAccessKey": keys.secret_key,
+                "Token": keys.token,
+                "Expiration": _iso(keys.expires_at),
+            }
+            return _Reply(200, json.dumps(document).encode(), "text/plain")
+        if endpoint == "container":
+            if self.container_authorization is not None and handler.headers.get("Authorization") != self.container_authorization:
+                return _Reply(403, json.dumps({"code": "AccessDeniedException", "message": "Unauthorized"}).encode())
+            keys = self._keys()
+            assert keys.expires_at is not None
+            document = {
+                "AccessKeyId": keys.access_key,
+                "SecretAccessKey": keys.secret_key,
+                "Token": keys.token,
+                "AccountId": ACCOUNT,
+                "Expiration": _iso(keys.expires_at),
+            }
+            return _Reply(200, json.dumps(document).encode())
+        return _Reply(404, b"", "text/plain")
