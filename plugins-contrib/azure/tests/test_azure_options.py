@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cpcreds import ConfigError
 from cpcreds_azure.options import AKS_SERVER_ID, AzureOptions
@@ -46,3 +48,25 @@ def test_kubelogin_arguments_carry_over() -> None:
 
 def test_the_secret_is_not_in_the_options_repr() -> None:
     assert SECRET not in repr(AzureOptions(login="spn", clientSecret=SECRET))
+
+
+_KEYS = ("login", "serverId", "clientId", "tenantId", "clientCertificate", "federatedTokenFile", "authorityHost",
+         "environment", "identityResourceId", "disableInstanceDiscovery", "registries", "acrScope", "clientSecret")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(_KEYS), st.one_of(st.text(max_size=40), st.integers(), st.booleans(), st.none(),
+                                                           st.lists(st.text(max_size=10), max_size=3)), max_size=5))
+def test_any_options_are_accepted_or_one_line_naming_a_field(make_engine, options) -> None:
+    marked = dict(options, clientSecret=SECRET) if "clientSecret" in options else options
+    try:
+        make_engine(marked).close()
+    except ConfigError as exc:
+        message = str(exc)
+        assert "\n" not in message and SECRET not in message and "options" in message
+
+
+def test_the_package_is_found_by_its_entry_point() -> None:
+    from cpcreds import ProviderRegistry
+
+    assert "azure" in ProviderRegistry().types

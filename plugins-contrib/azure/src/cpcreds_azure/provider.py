@@ -11,10 +11,12 @@ refresh-ahead window; anything else fetches a new one.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -90,14 +92,15 @@ class AzureProvider:
         A registry that is no ACR name (and not listed in ``registries``) is refused.
         ``request.service_account_token`` is not used (the provider's own identity pulls)."""
         registry = acr.registry_of(request.image)
-        scope = self.options.acr_scope or acr.default_scope(registry) or (
-            "https://management.azure.com/.default" if registry in self.options.registries else None
-        )
-        if not registry or (scope is None) or (acr.default_scope(registry) is None and registry not in self.options.registries):
+        cloud_scope = acr.default_scope(registry)
+        if not registry or (cloud_scope is None and registry not in self.options.registries):
             raise ImageCredentialError(
                 "azure: the image's registry is not an Azure Container Registry (*.azurecr.io, *.azurecr.cn, *.azurecr.us) "
                 "nor one of the registries option"
             )
+        # A listed registry that is no ACR name (a private endpoint's host) is in the public cloud
+        # unless acrScope says otherwise.
+        scope = self.options.acr_scope or cloud_scope or acr.ACR_SUFFIXES[".azurecr.io"]
         with self._locked(timeout, self.kind):
             key = f"acr:{registry}"
             held = self._held.get(key)
@@ -126,20 +129,15 @@ class AzureProvider:
 
     # -- fetching ------------------------------------------------------------------------------
 
-    class _Locked:
-        def __init__(self, lock: threading.Lock) -> None:
-            self._lock = lock
-
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, *exc: object) -> None:
-            self._lock.release()
-
-    def _locked(self, timeout: float, provider: str) -> AzureProvider._Locked:
+    @contextmanager
+    def _locked(self, timeout: float, provider: str) -> Iterator[None]:
+        """Holds the provider's lock: one fetch at a time, waiting at most ``timeout`` for it."""
         if not self._lock.acquire(timeout=max(0.0, timeout)):
             raise ProviderError(f"azure: another token fetch did not finish within the {timeout:g}s timeout", provider=provider)
-        return self._Locked(self._lock)
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     @staticmethod
     def _deadline(timeout: float) -> Deadline:
@@ -216,7 +214,7 @@ class AzureProvider:
         transport = self._transport
         transport.exchanges = []
         form = {"grant_type": "access_token", "service": registry, "access_token": access_token}
-        tenant_id = tenant(self.options, __import__("os").environ)
+        tenant_id = tenant(self.options, os.environ)
         if tenant_id:
             form["tenant"] = tenant_id
         request = HttpRequest("POST", f"https://{registry}/oauth2/exchange", data=form)
