@@ -146,3 +146,13 @@ def test_the_token_is_shared_across_clusters(entra, make_spoke, make_engine, wor
         with engine.api_client(profile(server, name=f"aks-{index}")) as api:
             kclient.CoreV1Api(api).list_namespace()
     assert len(entra.issued) == 1
+
+
+def test_a_hanging_az_is_stopped_within_the_timeout(make_engine, fake_az, spoke, azure_env) -> None:
+    script = fake_az("{}")
+    script.write_text("#!/bin/sh\nexec sleep 30\n")  # `az` that never answers
+    engine = make_engine({"login": "azurecli"}, timeout="2s")
+    started = time.monotonic()
+    with pytest.raises(CredentialError) as caught:
+        engine.get_credential(profile(spoke))
+    assert time.monotonic() - started < 2.5 and "\n" not in str(caught.value)
