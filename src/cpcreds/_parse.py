@@ -37,6 +37,8 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple
 
+from ._show import quoted, shown
+
 
 __all__ = [
     "DocumentError",
@@ -420,7 +422,7 @@ def _load_json(text: str, source: str, max_depth: int) -> Any:
 
 
 def _show_key(key: str) -> str:
-    return repr(key) if _SHOWABLE_KEY.fullmatch(key) else "(a key that is not shown)"
+    return shown(key, limit=64, shape=_SHOWABLE_KEY, otherwise="(a key that is not shown)")
 
 
 # -- YAML ----------------------------------------------------------------------------------------
@@ -859,8 +861,7 @@ def plain_copy(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int
 
 
 def _quoted(key: str) -> str:
-    text = ascii(key)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return quoted(key, 40)
 
 
 def _at(path: str) -> str:

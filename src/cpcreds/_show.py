@@ -2,20 +2,24 @@
 
 Error messages and logs name the value at fault when that helps ("'1d' is not a duration"), but
 a value from a file, the environment or a profile may be a secret pasted in the wrong field, a
-megabyte, or terminal escapes. :func:`shown` is the one rule: quote a short, printable string
-(optionally of an expected shape), and say what it is otherwise.
+megabyte, or terminal escapes. :func:`shown` is the one rule for values: quote a short,
+printable string (optionally of an expected shape), and say what it is otherwise.
+:func:`quoted` is the rule for *names* a user wrote (an unknown key): always shown, escaped and
+cut short. :func:`type_name` names a value's JSON type.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["shown", "type_name"]
+__all__ = ["shown", "quoted", "type_name"]
 
 
 def type_name(value: Any) -> str:
-    """JSON's name for ``value``'s type (``a string``, ``a number``, ``a map``…), as a message says it."""
+    """How messages name what was given instead of a value: its JSON type ("a list", "null"),
+    never the value itself, which may be a secret."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -24,19 +28,26 @@ def type_name(value: Any) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, dict):
-        return "a map"
     if isinstance(value, (list, tuple)):
         return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
     return f"a {type(value).__name__}"
 
 
-def shown(value: Any, *, limit: int = 40, shape: re.Pattern[str] | None = None, otherwise: str | None = None) -> str:
+def shown(value: Any, *, limit: int = 40, shape: re.Pattern[str] | None = None, otherwise: str = "the value") -> str:
     """``repr(value)`` when ``value`` is a string of at most ``limit`` printable characters that
-    (with ``shape``) matches ``shape`` entirely; else ``otherwise`` ("the value" for a string
-    and :func:`type_name` for anything else when not given). Never raises."""
+    (with ``shape``) matches ``shape`` entirely; ``otherwise`` for any other string; the
+    :func:`type_name` of anything else. Never raises."""
     if isinstance(value, str):
         if len(value) <= limit and value.isprintable() and (shape is None or shape.fullmatch(value)):
             return repr(value)
-        return "the value" if otherwise is None else otherwise
-    return type_name(value) if otherwise is None else otherwise
+        return otherwise
+    return type_name(value)
+
+
+def quoted(name: Any, limit: int = 40) -> str:
+    """``repr(name)`` (ASCII-escaped when not printable), cut to ``limit`` characters with
+    ``...``: for names the user wrote (an unknown key), which a message must show to be of use."""
+    text = repr(name) if not isinstance(name, str) or name.isprintable() else ascii(name)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -38,6 +38,7 @@ from ._configrules import (
     parse_duration,
 )
 from ._parse import Limits, load_or_raise, plain_copy, read_or_raise
+from ._show import quoted, type_name
 from .errors import ConfigError
 from .kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .settings import Settings
@@ -571,8 +572,7 @@ def _label(name: Any, index: int | None) -> str:
 
 
 def _show_key(key: Any) -> str:
-    text = repr(key)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return quoted(key, 60)
 
 
 def _did_you_mean(key: Any, known: Iterable[str]) -> str:
@@ -589,20 +589,8 @@ def _did_you_mean(key: Any, known: Iterable[str]) -> str:
 
 def json_type_name(value: Any) -> str:
     """How messages name what was given instead of a value: its JSON type ("a list", "null"),
-    never the value itself, which may be a secret."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return f"a {type(value).__name__}"
+    never the value itself, which may be a secret (:func:`cpcreds._show.type_name`)."""
+    return type_name(value)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._parse import Limits, load_or_raise, read_or_raise
+from .._show import shown
 from ..config import json_type_name
 from ..errors import ConfigError
 from .match import Pattern, PatternError, compile_pattern
@@ -128,9 +129,7 @@ class CredentialProviderConfig:
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value) if _SHOWABLE.fullmatch(value) else "the value"
-    return json_type_name(value)
+    return shown(value, limit=100, shape=_SHOWABLE)
 
 
 class _Reader:

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from .._durations import duration_ns, format_duration
 from .._parse import Limits, load_or_raise
+from .._show import shown
 from ..errors import CredentialError
 
 __all__ = [
@@ -103,11 +104,7 @@ class ProtocolError(CredentialError, ValueError):
 
 def _shown(value: Any) -> str:
     """A value quoted in a message only when it is short and shaped like a name, never otherwise."""
-    if isinstance(value, str) and _SHOWABLE.fullmatch(value):
-        return repr(value)
-    if isinstance(value, str):
-        return "a string"
-    return f"a {_json_type(value)}"
+    return shown(value, limit=128, shape=_SHOWABLE, otherwise="a string")
 
 
 def _named(value: Any, known: tuple[str, ...]) -> str:

@@ -28,6 +28,7 @@ from .. import _process
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from .._parse import Limits, load_or_raise
 from .._process import Groups, Outcome, find_executable, process_environment, terminate_all
+from .._show import shown
 from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, format_rfc3339
 from ..errors import (
@@ -433,9 +434,10 @@ _KIND_SHAPE = re.compile(r"[A-Z][A-Za-z]{0,62}")
 def _shown(value: Any, shape: re.Pattern[str]) -> str:
     if value is None:
         return "missing"
-    if isinstance(value, str) and shape.fullmatch(value):
-        return repr(value)
-    return f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
+    # Anything but a short name of the expected shape: its type and size only (a placeholder
+    # cpcreds.logs recognises as already redacted).
+    hidden = f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
+    return shown(value, limit=256, shape=shape, otherwise=hidden) if isinstance(value, str) else hidden
 
 
 def run_command(
