@@ -192,6 +192,8 @@ class FakeAWS(_LoopbackServer):
         self.verified: list[tuple[str, str]] = []
         #: ECR passwords issued, in order.
         self.ecr_passwords: list[str] = []
+        #: ``(region, arn)`` of every GetAuthorizationToken: the region signed for, and the caller.
+        self.ecr_calls: list[tuple[str, str]] = []
 
     def start(self) -> Self:
         if self._httpd is not None:
@@ -341,7 +343,9 @@ class FakeAWS(_LoopbackServer):
         fields = scope.split("/")
         if len(fields) != 4 or fields[2] != service or fields[3] != "aws4_request":
             raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid service and region.")
-        if fields[1] != self.region and not (service == "sts" and fields[1] == "us-east-1"):
+        # STS here is the region's endpoint (or the global one, which signs as us-east-1); ECR
+        # stands for every region's endpoint, and records the region signed for.
+        if service == "sts" and fields[1] not in (self.region, "us-east-1"):
             raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
         return access_key, scope
 
@@ -383,8 +387,9 @@ class FakeAWS(_LoopbackServer):
         result = f"<Arn>{keys.arn}</Arn><UserId>{user_id}</UserId><Account>{ACCOUNT}</Account>"
         return _xml(200, _sts_document("GetCallerIdentity", result))
 
-    def _signed_caller(self, handler: _Handler, body: bytes, service: str) -> AwsKeys:
-        # A SigV4 Authorization header, as botocore's clients sign.
+    def _signed_caller(self, handler: _Handler, body: bytes, service: str) -> tuple[AwsKeys, str]:
+        # A SigV4 Authorization header, as botocore's clients sign. Returns the caller and the
+        # region signed for.
         authorization = handler.headers.get("Authorization") or ""
         algorithm, _, rest = authorization.partition(" ")
         fields = dict(item.strip().split("=", 1) for item in rest.split(",") if "=" in item)
@@ -410,10 +415,10 @@ class FakeAWS(_LoopbackServer):
         )
         if not hmac.compare_digest(expected, fields["Signature"]):
             raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
-        return keys
+        return keys, scope.split("/")[1]
 
     def _assume_role(self, handler: _Handler, body: bytes) -> _Reply:
-        caller = self._signed_caller(handler, body, "sts")
+        caller, _ = self._signed_caller(handler, body, "sts")
         form = dict(parse_qsl(body.decode("utf-8")))
         role_arn, session_name = form.get("RoleArn", ""), form.get("RoleSessionName", "")
         with self._lock:
@@ -446,7 +451,9 @@ class FakeAWS(_LoopbackServer):
         return _xml(200, _sts_document(action, result))
 
     def _ecr_token(self, handler: _Handler, body: bytes) -> _Reply:
-        self._signed_caller(handler, body, "ecr")
+        caller, region = self._signed_caller(handler, body, "ecr")
+        with self._lock:
+            self.ecr_calls.append((region, caller.arn))
         password = "eyJwYXlsb2FkIjoi" + secrets.token_urlsafe(48)
         with self._lock:
             self.ecr_passwords.append(password)

@@ -58,7 +58,7 @@ def describe(exc: BaseException, timeout: float) -> str:
         return f"{_endpoint(exc)} broke off its answer"
     if isinstance(exc, e.EndpointConnectionError):
         return f"{_endpoint(exc)} cannot be reached"
-    if isinstance(exc, e.ResponseParserError):
+    if _is_parser_error(exc):
         return "an AWS endpoint answered with a body that is not a valid answer"
     if isinstance(exc, e.NoCredentialsError):
         return _NO_CREDENTIALS
@@ -72,6 +72,14 @@ def describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, e.BotoCoreError):
         return f"botocore failed ({type(exc).__name__})"
     return type(exc).__name__
+
+
+def _is_parser_error(exc: BaseException) -> bool:
+    # botocore.parsers is loaded by any client that got an answer; a signing-only run never has it.
+    import sys
+
+    parsers = sys.modules.get("botocore.parsers")
+    return parsers is not None and isinstance(exc, parsers.ResponseParserError)
 
 
 def _operation(name: object) -> str:
