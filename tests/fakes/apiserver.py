@@ -240,6 +240,18 @@ class JSONHandler(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
 
+    def _read_body(self, limit: int = 3 * 1024 * 1024) -> bytes | None:
+        """The request's body (``b""`` when it has none); ``None``, with the connection marked
+        to close, when it is chunked or larger than ``limit`` (kube-apiserver's 3 MiB)."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            return None
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > limit:
+            self.close_connection = True
+            return None
+        return self.rfile.read(length) if length else b""
+
     def _send_json(self, status: int, body: Any) -> None:
         # Compact and newline-terminated, as Go's json.Encoder writes it.
         self._send_bytes(status, json.dumps(body, separators=(",", ":")).encode() + b"\n")

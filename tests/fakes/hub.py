@@ -5,13 +5,17 @@ The hub is the cluster that holds the fleet's ClusterProfiles (``multicluster.x-
 cluster's credentials. This fake speaks enough of the real API for the official ``kubernetes``
 client (``CoreV1Api``, ``CustomObjectsApi``, ``kubernetes.watch.Watch``), kubectl and cpcreds to
 use it unmodified, over real TLS (a CA from :class:`~tests.fakes.pki.PKI`) with keep-alive
-connections. Only GET is served; tests change objects through Python methods.
+connections. Only GET is served, apart from Lease writes; tests change objects through Python
+methods.
 
 Resources and paths
     ``/api/v1/namespaces/{ns}/secrets[/{name}]`` and ``/api/v1/secrets`` (all namespaces);
     ``/apis/multicluster.x-k8s.io/{v1alpha1|v1alpha2}/namespaces/{ns}/clusterprofiles[/{name}]``
     and ``.../clusterprofiles`` (all namespaces). Discovery (``/api``, ``/api/v1``, ``/apis``,
     ``/apis/multicluster.x-k8s.io[/{version}]``) and ``/version`` are served too.
+    ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]``: Leases, the one resource
+    clients may also write (create, replace, delete; see "Leases as kube-apiserver serves them"
+    below, :meth:`HubServer.stall_lease_writes` and :func:`lease`).
     A ClusterProfile is stored once and served in whichever version is asked for, with its
     ``apiVersion`` rewritten (a CRD with conversion strategy ``None``).
 
@@ -111,6 +115,9 @@ __all__ = [
     "DEFAULT_USER",
     "secret",
     "cluster_profile",
+    "LEASES",
+    "COORDINATION_GROUP",
+    "lease",
 ]
 
 GROUP = "multicluster.x-k8s.io"
@@ -120,6 +127,8 @@ DEFAULT_USER = "system:serviceaccount:fleet-system:cpcreds"
 #: The first resourceVersion the hub hands out is one more than this.
 _INITIAL_RESOURCE_VERSION = 100
 _VERBS = frozenset({"get", "list", "watch"})
+#: The verbs served on Leases only (the one resource clients write).
+_WRITE_VERBS = frozenset({"create", "update", "delete"})
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,9 @@ class Resource:
 
 SECRETS = Resource("", ("v1",), "secrets", "Secret")
 CLUSTER_PROFILES = Resource(GROUP, CLUSTER_PROFILE_VERSIONS, "clusterprofiles", "ClusterProfile")
-_RESOURCES = (SECRETS, CLUSTER_PROFILES)
+COORDINATION_GROUP = "coordination.k8s.io"
+LEASES = Resource(COORDINATION_GROUP, ("v1",), "leases", "Lease")
+_RESOURCES = (SECRETS, CLUSTER_PROFILES, LEASES)
 
 
 @dataclass(frozen=True)
@@ -271,6 +282,9 @@ class HubServer(FakeAPIServer):
         self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool]] = {}
         self._stalls: dict[str, threading.Event] = {}
         self._closing = False
+        #: Serializes Lease writes through the API: a check of resourceVersion and the write it
+        #: guards are one step, as etcd's compare-and-swap makes them.
+        self._lease_writes = threading.Lock()
 
     # -- who may do what ---------------------------------------------------
 
@@ -286,8 +300,8 @@ class HubServer(FakeAPIServer):
         """Accept ``token`` as ``user``, allowed ``verbs`` on ``resources`` (plurals) in
         ``namespaces``; ``None`` means all. Replaces the token's previous grant."""
         verb_set = None if verbs is None else frozenset(verbs)
-        if verb_set is not None and not verb_set <= _VERBS:
-            raise ValueError(f"the hub serves only {sorted(_VERBS)}")
+        if verb_set is not None and not verb_set <= _VERBS | _WRITE_VERBS:
+            raise ValueError(f"the hub serves only {sorted(_VERBS | _WRITE_VERBS)}")
         granted = Grant(
             user=user,
             namespaces=None if namespaces is None else frozenset(namespaces),
@@ -639,6 +653,19 @@ class HubServer(FakeAPIServer):
             self._watchers.remove(watcher)
             self._changed.notify_all()
 
+    # -- Leases ------------------------------------------------------------
+
+    def stall_lease_writes(self, namespace: str, name: str) -> threading.Event:
+        """Hold every write (create, replace, delete) of one Lease unanswered until the returned
+        event is set (or the hub stops); reads of it are served. What a replica sees when its
+        path to the API server hangs; :meth:`clear_faults` releases it too."""
+        return self.stall(_LEASE_WRITES + _lease_path(namespace, name))
+
+    def leases(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """The Leases of ``namespace`` by name (copies)."""
+        with self._lock:
+            return {name: copy.deepcopy(obj) for (res, ns, name), obj in self._objects.items() if res is LEASES and ns == namespace}
+
 
 # -- routing ----------------------------------------------------------------------------------
 
@@ -664,6 +691,8 @@ def _route(path: str) -> tuple[Resource, str, str | None, str | None] | None:
 
 def _discovery(path: str, port: int) -> dict[str, Any] | None:
     verbs = sorted(_VERBS)
+    if (leases := _lease_discovery(path)) is not None:
+        return leases
     if path == "/version":
         return VERSION_INFO
     if path == "/api":
@@ -684,7 +713,7 @@ def _discovery(path: str, port: int) -> dict[str, Any] | None:
         "preferredVersion": {"groupVersion": f"{GROUP}/{CLUSTER_PROFILE_VERSIONS[-1]}", "version": CLUSTER_PROFILE_VERSIONS[-1]},
     }
     if path == "/apis":
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group, _COORDINATION]}
     if path == f"/apis/{GROUP}":
         return {"kind": "APIGroup", "apiVersion": "v1", **group}
     for version in CLUSTER_PROFILE_VERSIONS:
@@ -720,7 +749,7 @@ class _HubHandler(JSONHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
     def _handle(self) -> None:
-        self._discard_body()
+        raw = self._read_body()
         hub = self.server.owner
         assert isinstance(hub, HubServer)
         split = urlsplit(self.path)
@@ -752,8 +781,7 @@ class _HubHandler(JSONHandler):
             self._send_json(401, UNAUTHORIZED_STATUS)
             return
         if self.command != "GET":
-            record(405)
-            self._send_json(405, status_body(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+            _serve_lease_write(self, hub, path, raw, grant, record)
             return
         discovered = _discovery(path, hub.port)
         if discovered is not None:
@@ -998,6 +1026,158 @@ def cluster_profile(
         "spec": {"displayName": name, "clusterManager": {"name": cluster_manager}},
         "status": {"accessProviders": [dict(provider) for provider in access_providers]},
     }
+
+
+def lease(
+    namespace: str,
+    name: str,
+    holder: str,
+    *,
+    renew_time: str | None = None,
+    duration: int = 15,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A well-formed Lease held by ``holder``, renewed at ``renew_time`` (MicroTime text; now
+    when None), for :meth:`HubServer.create` (a departed replica's Lease, say)."""
+    now = renew_time or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": now, "renewTime": now}
+    return {"apiVersion": f"{COORDINATION_GROUP}/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+# -- Leases as kube-apiserver serves them ------------------------------------------------------
+#
+# coordination.k8s.io/v1 Leases are the one resource the hub lets clients write: POST creates
+# (201; 409 AlreadyExists), PUT replaces with a resourceVersion check (409 Conflict worded as
+# kube-apiserver words it; 422 without a resourceVersion, as Leases do not allow unconditional
+# updates; 404 when absent), DELETE deletes (200 Success Status; DeleteOptions.preconditions on
+# resourceVersion and uid, 409 when they do not hold). acquireTime and renewTime are MicroTimes:
+# exactly six fractional digits and a zone (Go's "2006-01-02T15:04:05.000000Z07:00"), anything
+# else a 400 as the API server's decoder answers it; leaseDurationSeconds must be positive (422).
+
+_LEASE_WRITES = "writes "  # prefix of a stall key: never a URL path, which starts with "/"
+_MICRO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(?:Z|[+-]\d{2}:\d{2})")
+_COORDINATION = {
+    "name": COORDINATION_GROUP,
+    "versions": [{"groupVersion": f"{COORDINATION_GROUP}/v1", "version": "v1"}],
+    "preferredVersion": {"groupVersion": f"{COORDINATION_GROUP}/v1", "version": "v1"},
+}
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    return f"/apis/{COORDINATION_GROUP}/v1/namespaces/{namespace}/leases/{name}"
+
+
+def _lease_discovery(path: str) -> dict[str, Any] | None:
+    if path == f"/apis/{COORDINATION_GROUP}":
+        return {"kind": "APIGroup", "apiVersion": "v1", **_COORDINATION}
+    if path == f"/apis/{COORDINATION_GROUP}/v1":
+        verbs = sorted(_VERBS | _WRITE_VERBS | {"deletecollection", "patch"})
+        resource = {"name": "leases", "singularName": "lease", "namespaced": True, "kind": "Lease", "verbs": verbs}
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{COORDINATION_GROUP}/v1", "resources": [resource]}
+    return None
+
+
+def _bad_lease(body: Any, namespace: str, name: str | None) -> tuple[int, dict[str, Any]] | None:
+    """The 400 or 422 kube-apiserver answers for a Lease body, or None when it is acceptable."""
+    undecodable = 'Lease in version "v1" cannot be handled as a Lease: '
+    if not isinstance(body, dict) or body.get("kind") not in (None, "Lease") or body.get("apiVersion") not in (None, f"{COORDINATION_GROUP}/v1"):
+        return 400, status_body(400, "BadRequest", undecodable + "the body is not a coordination.k8s.io/v1 Lease")
+    meta, spec = body.get("metadata"), body.get("spec")
+    if not isinstance(meta, dict) or not isinstance(spec if spec is not None else {}, dict):
+        return 400, status_body(400, "BadRequest", undecodable + "metadata and spec must be objects")
+    for field_name in ("acquireTime", "renewTime"):
+        value = (spec or {}).get(field_name)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.fullmatch(value)):
+            message = f'parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse {json.dumps(value)} as ".000000"'
+            return 400, status_body(400, "BadRequest", undecodable + message)
+    if meta.get("namespace") not in (None, "", namespace):
+        return 400, status_body(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+    target = meta.get("name")
+    if not isinstance(target, str) or not target or (name is not None and target != name):
+        return 400, status_body(400, "BadRequest", "the name of the object (metadata.name) does not match the name on the URL")
+    duration = (spec or {}).get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or isinstance(duration, bool) or duration <= 0):
+        message = f'Lease.coordination.k8s.io "{target}" is invalid: spec.leaseDurationSeconds: Invalid value: {json.dumps(duration)}: must be greater than 0'
+        return 422, status_body(422, "Invalid", message, LEASES.details(target))
+    return None
+
+
+def _serve_lease_write(handler: JSONHandler, hub: HubServer, path: str, raw: bytes | None, grant: Grant, record: Callable[[int], None]) -> None:
+    """Answer a POST, PUT or DELETE: Leases only (405 on anything else), as described above."""
+
+    def answer(status: int, body: dict[str, Any]) -> None:
+        record(status)
+        handler._send_json(status, body)
+
+    routed = _route(path)
+    if routed is None or routed[0] is not LEASES or routed[2] is None or handler.command not in ("POST", "PUT", "DELETE"):
+        answer(405, status_body(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+        return
+    _, _, namespace, name = routed
+    if (handler.command == "POST") != (name is None):
+        answer(405, status_body(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+        return
+    verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}[handler.command]
+    if not grant.allows(verb, LEASES, namespace):
+        answer(403, _forbidden(grant, verb, LEASES, namespace, name))
+        return
+    try:
+        body = json.loads(raw) if raw else ({} if verb == "delete" else None)
+    except ValueError:
+        body = None
+    if raw is None or (verb == "delete" and not isinstance(body, dict)):
+        answer(400, status_body(400, "BadRequest", "the request body could not be read"))
+        return
+    assert namespace is not None
+    target = name if name is not None else ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+    if isinstance(target, str) and (stall := hub._fault(_LEASE_WRITES + _lease_path(namespace, target), False)[0]) is not None:
+        stall.wait()
+    if verb != "delete" and (bad := _bad_lease(body, namespace, name)) is not None:
+        answer(*bad)
+        return
+    with hub._lease_writes:
+        if verb == "create":
+            lease_name = body["metadata"]["name"]
+            if hub.get(LEASES, namespace, lease_name) is not None:
+                answer(409, status_body(409, "AlreadyExists", f'leases.{COORDINATION_GROUP} "{lease_name}" already exists', LEASES.details(lease_name)))
+                return
+            meta = {k: v for k, v in body["metadata"].items() if k not in ("resourceVersion", "uid", "creationTimestamp", "generation")}
+            answer(201, _served(hub.create({**body, "apiVersion": f"{COORDINATION_GROUP}/v1", "kind": "Lease", "metadata": {**meta, "namespace": namespace}}), LEASES, "v1"))
+            return
+        assert name is not None
+        stored = hub.get(LEASES, namespace, name)
+        if stored is None:
+            answer(404, status_body(404, "NotFound", f'leases.{COORDINATION_GROUP} "{name}" not found', LEASES.details(name)))
+            return
+        conflict = f'Operation cannot be fulfilled on leases.{COORDINATION_GROUP} "{name}": '
+        if verb == "update":
+            wanted = body["metadata"].get("resourceVersion")
+            if not wanted:
+                message = f'Lease.coordination.k8s.io "{name}" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update'
+                answer(422, status_body(422, "Invalid", message, LEASES.details(name)))
+                return
+            if wanted != stored["metadata"]["resourceVersion"]:
+                message = conflict + "the object has been modified; please apply your changes to the latest version and try again"
+                answer(409, status_body(409, "Conflict", message, LEASES.details(name)))
+                return
+            meta = {**body["metadata"], "namespace": namespace}
+            answer(200, _served(hub.update({**body, "apiVersion": f"{COORDINATION_GROUP}/v1", "kind": "Lease", "metadata": meta}), LEASES, "v1"))
+            return
+        preconditions = body.get("preconditions") or {}
+        for field_name, key in (("resourceVersion", "ResourceVersion"), ("uid", "UID")):
+            wanted, held = preconditions.get(field_name), stored["metadata"].get(field_name)
+            if wanted is not None and wanted != held:
+                message = conflict + f"Precondition failed: {key} in precondition: {wanted}, {key} in object meta: {held}"
+                answer(409, status_body(409, "Conflict", message, LEASES.details(name)))
+                return
+        hub.delete(LEASES, namespace, name)
+        answer(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {**LEASES.details(name), "uid": stored["metadata"]["uid"]}})
 
 
 HubServer.handler_class = _HubHandler
