@@ -39,7 +39,7 @@ def _failure(engine, spoke) -> tuple[str, float]:
 @pytest.mark.parametrize(
     "fault, expected",
     [
-        (Fault(status=500, body={"error": "server_error", "error_description": "AADSTS90033: busy"}), "HTTP 500 (server_error AADSTS90033)"),
+        (Fault(status=500, body={"error": "server_error", "error_description": "AADSTS90033: busy"}, headers=(("Retry-After", "0"),)), "HTTP 500 (server_error AADSTS90033)"),
         (Fault(status=400, body=b"{not json"), "HTTP 400"),
         (Fault(status=200, body=b"{not json"), "answered without a usable token"),
         (Fault(status=200, body={"token_type": "Bearer", "expires_in": 3600}), "answered without a usable token"),

@@ -203,7 +203,9 @@ class BoundedTransport(RequestsTransport):
             response, exchange = self._send_once(request, dict(kwargs))
             if exchange.status not in RETRY_STATUSES or attempt == _MAX_ATTEMPTS:
                 return response
-            pause = _retry_after(response.headers.get("Retry-After")) or _FIRST_PAUSE * 2 ** (attempt - 1)
+            pause = _retry_after(response.headers.get("Retry-After"))
+            if pause is None:  # not "or": Retry-After: 0 means at once
+                pause = _FIRST_PAUSE * 2 ** (attempt - 1)
             if pause >= self.deadline.remaining():
                 return response  # no time for another attempt: this answer is the one reported
             time.sleep(pause)
