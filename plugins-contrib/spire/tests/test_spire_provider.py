@@ -114,7 +114,7 @@ def test_no_audience_anywhere_is_an_error_naming_every_source(agent, engine_for)
     [
         (42, "must be a string or a list of strings, not a number"),
         ([], "must not be empty"),
-        (["ok", {"a": 1}], "must be a string or a list of strings, not a list holding a map"),
+        (["ok", {"a": 1}], "must be a string or a list of strings, not a list holding a mapping"),
         ("line\nbreak", "holds an audience with a control character"),
         (["x"] * 17, "has more than 16 audiences"),
     ],
