@@ -24,26 +24,24 @@ plugin with no code of its own: :func:`provider_main` makes the ``main`` of a
 
     main = provider_main("vault", VaultProvider)   # in cpcreds_vault/plugin.py
 
-A provider class whose ``options_model`` attribute is its pydantic options model gets a
-``--help`` that lists every option with its type, default and ``description``, and an unknown
-flag is refused before anything runs, with a "did you mean" and the list of options.
+A provider class whose ``options_model`` attribute declares its options (a
+:class:`cpcreds.sdk.Options` subclass, read without pydantic; or a pydantic model) gets a
+``--help`` that lists every option with its type, default and description, and an unknown flag
+is refused before anything runs, with a "did you mean" and the list of options.
 """
 
 from __future__ import annotations
 
 import base64
-import enum
 import inspect
 import json
 import os
 import re
 import sys
 import textwrap
-import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
@@ -52,10 +50,11 @@ from .credential import Credential
 from .errors import CredentialError, ProviderError
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
 from .logs import redact_text
+from ._options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
 from .plan import AccessPlan
 
 # pydantic is imported only to word what the plain reading refuses, and for a provider whose
-# options_model is a pydantic model (which its own module has imported): a plugin run whose
+# options_model is still a pydantic model (which its own module has imported): a plugin run whose
 # request and options are well-formed loads none of it (tests/test_imports.py).
 if typing.TYPE_CHECKING:
     from pydantic import BaseModel
@@ -296,12 +295,14 @@ def _build_provider(factory: Callable[[Mapping[str, Any]], Any], options: Mappin
     problem = None
     try:
         return factory(dict(options))
-    except (ValueError, TypeError, KeyError) as exc:  # a pydantic ValidationError is a ValueError
+    except (ValueError, TypeError, KeyError) as exc:  # OptionError and pydantic's ValidationError are ValueErrors
         problem = _options_problem(exc)
     raise PluginRequestError(problem)
 
 
 def _options_problem(exc: BaseException) -> str:
+    if isinstance(exc, OptionError):  # worded by the options declaration, naming the option
+        return str(exc)
     if _is_validation_error(exc):
         from .config import describe_validation_error
 
@@ -391,55 +392,70 @@ def _close(provider: Any) -> None:
 # -- what a provider's options are: --help and unknown flags ----------------------------------------
 
 
-def options_model_of(factory: Any) -> type[BaseModel] | None:
-    """The pydantic model of ``factory``'s options: its ``options_model`` attribute, else ``None``."""
+def options_model_of(factory: Any) -> type | None:
+    """The options declaration of ``factory``: its ``options_model`` attribute when that is a
+    :class:`cpcreds.sdk.Options` subclass or a pydantic model, else ``None``."""
     model = getattr(factory, "options_model", None)
+    if not isinstance(model, type):
+        return None
+    if issubclass(model, Options):
+        return model
     # A pydantic model exists only once its module imported pydantic: without it, there is none.
     pydantic = sys.modules.get("pydantic")
-    if pydantic is None or not isinstance(model, type):
-        return None
-    return model if issubclass(model, pydantic.BaseModel) else None
+    return model if pydantic is not None and issubclass(model, pydantic.BaseModel) else None
 
 
 def option_flags(argv: Sequence[str], factory: Any) -> dict[str, Any]:
-    """:func:`parse_option_flags`, and when ``factory`` has an options model that forbids unknown
-    keys, every flag must name one of its options: :class:`OptionFlagError` otherwise, with a
-    "did you mean" and the list of options (before the request is read or the provider built)."""
+    """:func:`parse_option_flags`, and when ``factory`` has an options declaration that forbids
+    unknown keys (every :class:`~cpcreds.sdk.Options`; a pydantic model unless ``extra="allow"``),
+    every flag must name one of its options: :class:`OptionFlagError` otherwise, with a "did you
+    mean" and the list of options (before the request is read or the provider built)."""
     given = parse_option_flags(argv)
     model = options_model_of(factory)
-    if model is None or model.model_config.get("extra") == "allow":
+    if model is None or (not issubclass(model, Options) and model.model_config.get("extra") == "allow"):  # type: ignore[attr-defined]
         return given
-    accepted = {spelling for _, spellings, _ in _options(model) for spelling in spellings}
+    described = _options(model)
+    accepted = {spelling for _, spellings, _ in described for spelling in spellings}
     for flag in given:
         if flag not in accepted:
-            from .config import _did_you_mean
-
-            primary = [shown[0] for _, _, shown in _options(model)]
+            primary = [shown[0] for _, _, shown in described]
             shown = flag if len(flag) <= 64 else flag[:61] + "..."
             raise OptionFlagError(
-                f"option {shown}: is not a known option{_did_you_mean(flag, primary)} "
+                f"option {shown}: is not a known option{did_you_mean(flag, primary)} "
                 f"(options: {', '.join(primary)}; --help describes them)"
             )
     return given
 
 
-def describe_options(model: type[BaseModel]) -> list[tuple[str, str, str]]:
-    """One ``(flag, type and default, description)`` per option of ``model``, in its order: the
-    flag as the config spells the option (``--secretName``, other accepted spellings after it),
-    the type read from the annotation (or the field's ``json_schema_extra={"format": ...}``,
-    e.g. ``duration``), the default (or ``required``), and the field's ``description``."""
-    described = []
-    for field, _, shown in _options(model):
-        flag = " ".join(f"--{name}" for name in shown)
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        kind = str(extra["format"]) if "format" in extra else _type_name(field.annotation)
-        described.append((flag, f"{kind}; {_default_text(field, kind)}", " ".join((field.description or "").split())))
-    return described
+def describe_options(model: type) -> list[tuple[str, str, str]]:
+    """One ``(flag, type and default, description)`` per option of ``model`` (an
+    :class:`~cpcreds.sdk.Options` subclass or a pydantic model), in its order: the flag as the
+    config spells the option (``--secretName``, other accepted spellings after it), the type
+    (``duration`` for a :data:`~cpcreds.sdk.Duration`; for a pydantic field, read from the
+    annotation or its ``json_schema_extra={"format": ...}``), the default (or ``required``), and
+    the option's description."""
+    return [(" ".join(f"--{name}" for name in shown), about, description) for about, _, shown, description in _described(model)]
 
 
-def _options(model: type[BaseModel]) -> list[tuple[Any, set[str], list[str]]]:
-    """(field, accepted spellings, spellings shown: the config's first) per field of ``model``;
-    the Python name of an aliased field is accepted when the model populates by name, not shown."""
+def _options(model: type) -> list[tuple[str, set[str], list[str]]]:
+    """(type and default, accepted spellings, spellings shown: the config's first) per option."""
+    return [(about, spellings, shown) for about, spellings, shown, _ in _described(model)]
+
+
+def _described(model: type) -> list[tuple[str, set[str], list[str], str]]:
+    """(type and default, accepted spellings, shown spellings, description) per option of ``model``."""
+    if issubclass(model, Options):
+        out = []
+        for spec in model.declared():
+            kind = type_text(spec)
+            out.append((f"{kind}; {default_text(spec.required, spec.default, kind)}", spec.spellings, spec.shown, " ".join(spec.description.split())))
+        return out
+    return _described_pydantic(model)
+
+
+def _described_pydantic(model: Any) -> list[tuple[str, set[str], list[str], str]]:
+    """:func:`_described` of a pydantic model: the Python name of an aliased field is accepted
+    when the model populates by name, not shown."""
     from pydantic import AliasChoices
 
     by_name = bool(model.model_config.get("populate_by_name") or model.model_config.get("validate_by_name"))
@@ -453,56 +469,12 @@ def _options(model: type[BaseModel]) -> list[tuple[Any, set[str], list[str]]]:
         elif isinstance(field.validation_alias, AliasChoices):
             spellings.extend(choice for choice in field.validation_alias.choices if isinstance(choice, str))
         shown = list(dict.fromkeys(spellings or [name]))
-        out.append((field, {*shown, name} if by_name else set(shown), shown))
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        kind = str(extra["format"]) if "format" in extra else annotation_text(field.annotation)
+        required = field.is_required()
+        about = f"{kind}; {default_text(required, None if required else field.get_default(call_default_factory=True), kind)}"
+        out.append((about, {*shown, name} if by_name else set(shown), shown, " ".join((field.description or "").split())))
     return out
-
-
-_SIMPLE_TYPES = {str: "string", bool: "true or false", int: "whole number", float: "number", bytes: "string"}
-
-
-def _type_name(annotation: Any) -> str:
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _type_name(args[0])
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(dict.fromkeys(_type_name(arg) for arg in args if arg is not type(None)))
-    if origin is typing.Literal:
-        return "one of " + ", ".join(str(arg) for arg in args)
-    if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, Sequence) and origin is not str):
-        item = _type_name(args[0]) if args else "value"
-        return f"list of {item}s (repeat the flag)" if " " not in item else f"list (repeat the flag) of: {item}"
-    if origin in (dict,) or (isinstance(origin, type) and issubclass(origin, Mapping)) or annotation is dict:
-        return "mapping"
-    if annotation in _SIMPLE_TYPES:
-        return _SIMPLE_TYPES[annotation]
-    if isinstance(annotation, type):
-        if issubclass(annotation, PurePath):
-            return "path"
-        if issubclass(annotation, enum.Enum):
-            return "one of " + ", ".join(str(member.value) for member in annotation)
-        pydantic = sys.modules.get("pydantic")
-        if pydantic is not None and issubclass(annotation, pydantic.BaseModel):
-            return "mapping"
-    return getattr(annotation, "__name__", None) or str(annotation)
-
-
-def _default_text(field: Any, kind: str) -> str:
-    if field.is_required():
-        return "required"
-    value = field.get_default(call_default_factory=True)
-    if value is None:
-        return "default: unset"
-    if isinstance(value, bool):
-        shown = "true" if value else "false"
-    elif isinstance(value, (int, float)):
-        shown = f"{value:g}s" if kind == "duration" else f"{value:g}"
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        shown = ",".join(str(item) for item in value) if value else "none"
-    elif isinstance(value, enum.Enum):
-        shown = str(value.value)
-    else:
-        shown = str(value)
-    return f"default: {shown}"
 
 
 _CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")

@@ -240,9 +240,14 @@ class ProviderRegistry:
 
 
 def _options_problem(exc: BaseException) -> tuple[str, str]:
-    """(field, problem) of a provider factory's error. A pydantic ``ValidationError`` (a
+    """(field, problem) of a provider factory's error. An options declaration's
+    :class:`~cpcreds.sdk.OptionError` names the option; a pydantic ``ValidationError`` (a
     ``ValueError``) is worded by cpcreds; pydantic is looked at only if its module is loaded,
     which it is whenever such an error exists."""
+    from ._options import OptionError  # standard library only
+
+    if isinstance(exc, OptionError):  # a cpcreds.sdk.Options declaration worded it
+        return (f"options.{exc.option}" if exc.option else "options", exc.problem)
     pydantic_core = sys.modules.get("pydantic_core")
     if pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError):
         from .config import describe_validation_error

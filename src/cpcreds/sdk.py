@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ProtocolError,
     )
     from ._durations import format_duration, parse_duration
+    from ._options import Duration, OptionError, Options, option
     from ._show import shown, type_name
     from .jwt import jwt_expiry
     from .kep import EXEC_EXTENSION, ExecCluster
@@ -91,6 +92,7 @@ _EXPORTS = {
         "ProtocolError",
     ),
     "_durations": ("parse_duration", "format_duration"),
+    "_options": ("Options", "option", "Duration", "OptionError"),
     "_show": ("shown", "type_name"),
     "plugin": (
         "provider_main",
@@ -124,6 +126,11 @@ __all__ = [
     "EXEC_EXTENSION",
     "Credential",
     "RefreshPolicy",
+    # a provider's options: read without pydantic, --help and "did you mean" from one declaration
+    "Options",
+    "option",
+    "Duration",
+    "OptionError",
     # errors
     "CredentialError",
     "ProviderError",

@@ -152,7 +152,7 @@ def test_a_secret_of_another_type_is_refused(hub: HubServer, kubeconfig: Path) -
     [
         ([], "option secretName: is required"),
         (["--secret-name=Not_A_Name"], "option secretName: must be a Secret name"),
-        (["--secret-name=x", "--cache-duration=soon"], "option cacheDuration: must be a duration such as 10m or 1h"),
+        (["--secret-name=x", "--cache-duration=soon"], "option cacheDuration: must be a duration such as 30s, 2m or 1h30m"),
         (["--secret-name=x", "--colour=red"], "option colour: is not a known option (options: namespace, kubeconfig, context, secretName, cacheDuration; --help describes them)"),
         # Refused before the request is read or the hub is asked.
         (["--secret-nmae=x"], "option secretNmae: is not a known option; did you mean 'secretName'? (options: "),

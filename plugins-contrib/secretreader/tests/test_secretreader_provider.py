@@ -184,7 +184,7 @@ def test_a_profile_without_a_usable_cluster_name_is_an_error_before_any_request(
         ({"secretName": "{clusterName}_Token"}, "options.secretName", "may hold only lower-case letters, digits, '-', '.' and {clusterName}"),
         ({"key": "a/b"}, "options.key", "must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)"),
         ({"namespace": "Fleet"}, "options.namespace", "must be a namespace name (lower-case letters, digits and '-', at most 63)"),
-        ({"secretname": "{clusterName}"}, "options.secretname", "is not a known field"),
+        ({"secretname": "{clusterName}"}, "options.secretname", "is not a known field; did you mean 'secretName'?"),
     ],
 )
 def test_bad_options_are_config_errors_naming_the_option(make_engine: Engine, options: dict[str, str], field: str, message: str) -> None:

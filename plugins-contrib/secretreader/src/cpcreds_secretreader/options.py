@@ -1,7 +1,8 @@
 """The ``options:`` of the two provider types, validated when the provider is built.
 
-Unknown keys are errors (``extra="forbid"``), so a typo fails ``cpcreds validate`` instead of
-being ignored; each error names the option. The console scripts take the same options as flags
+Declared with :class:`cpcreds.sdk.Options` (read without pydantic, on every plugin run). Unknown
+keys are errors, so a typo fails ``cpcreds validate`` instead of being ignored; each error names
+the option. The console scripts take the same options as flags
 (``--secret-name`` or ``--secretName``); each field's ``description`` is what their ``--help`` shows.
 """
 
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from cpcreds.sdk import Duration, Options, option
 
 __all__ = [
     "HubOptions",
@@ -54,36 +54,58 @@ def render_secret_name(template: str, cluster_name: str) -> str:
     return template.replace("{" + CLUSTER_NAME_FIELD + "}", cluster_name)
 
 
-class HubOptions(BaseModel):
+def _namespace(value: str) -> str:
+    if not is_namespace(value):
+        raise ValueError("must be a namespace name (lower-case letters, digits and '-', at most 63)")
+    return value
+
+
+def _line(value: str) -> str:
+    if not value or len(value) > 4096 or not value.isprintable():
+        raise ValueError("must be a non-empty line of printable text")
+    return value
+
+
+def _key(value: str) -> str:
+    if not is_data_key(value):
+        raise ValueError("must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)")
+    return value
+
+
+def _template(value: str) -> str:
+    problem = _template_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _secret_name(value: str) -> str:
+    if not is_secret_name(value):
+        raise ValueError("must be a Secret name (lower-case letters, digits, '-' and '.', at most 253)")
+    return value
+
+
+def _cache_duration(seconds: float) -> float:
+    if not 0 <= seconds <= 366 * 86400:
+        raise ValueError("must be between 0s and a year")
+    return seconds
+
+
+class HubOptions(Options):
     """Where the Secrets are: the hub's credentials and the namespace. Shared by both types."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    namespace: str | None = Field(
-        default=None,
+    namespace: str | None = option(
+        None,
+        check=_namespace,
         description="The namespace of the Secrets. Unset: the hub kubeconfig context's namespace, else "
         "POD_NAMESPACE, else the service-account namespace file, else default.",
     )
-    kubeconfig: str | None = Field(
-        default=None, description="A kubeconfig file for the hub. Unset: in-cluster config, else KUBECONFIG or ~/.kube/config."
+    kubeconfig: str | None = option(
+        None, check=_line, description="A kubeconfig file for the hub. Unset: in-cluster config, else KUBECONFIG or ~/.kube/config."
     )
-    context: str | None = Field(
-        default=None, description="A context of that kubeconfig (of the default kubeconfig when kubeconfig is unset)."
+    context: str | None = option(
+        None, check=_line, description="A context of that kubeconfig (of the default kubeconfig when kubeconfig is unset)."
     )
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, value: str | None) -> str | None:
-        if value is not None and not is_namespace(value):
-            raise ValueError("must be a namespace name (lower-case letters, digits and '-', at most 63)")
-        return value
-
-    @field_validator("kubeconfig", "context")
-    @classmethod
-    def _text(cls, value: str | None) -> str | None:
-        if value is not None and (not value or len(value) > 4096 or not value.isprintable()):
-            raise ValueError("must be a non-empty line of printable text")
-        return value
 
 
 class SecretReaderOptions(HubOptions):
@@ -91,29 +113,13 @@ class SecretReaderOptions(HubOptions):
     the hub. The profile's ``client.authentication.k8s.io/exec`` extension must hold the cluster's
     ``clusterName`` (the exec config needs ``provideClusterInfo: true``)."""
 
-    key: str = Field(default="token", description="The key of the Secret's data that holds the token.")
-    secret_name: str = Field(
-        default="{clusterName}",
-        alias="secretName",
+    key: str = option("token", check=_key, description="The key of the Secret's data that holds the token.")
+    secret_name: str = option(
+        "{clusterName}",
+        names=("secretName",),
+        check=_template,
         description="The Secret's name; {clusterName} is the clusterName of the profile's client.authentication.k8s.io/exec extension.",
     )
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        if not is_data_key(value):
-            raise ValueError("must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)")
-        return value
-
-    @field_validator("secret_name", mode="before")
-    @classmethod
-    def _template(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value  # pydantic says it is not a string
-        problem = _template_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class KubeconfigSecretReaderOptions(HubOptions):
@@ -127,41 +133,18 @@ class DockerConfigSecretReaderOptions(HubOptions):
     """``type: dockerconfig-secretreader`` (the kubelet plugin ``cpcreds-secretreader-credential-provider``):
     the registry credentials of the image pull Secret ``<namespace>/<secretName>`` on the hub."""
 
-    secret_name: str = Field(
-        alias="secretName", description="The image pull Secret's name (of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg)."
+    secret_name: str = option(
+        names=("secretName",),
+        check=_secret_name,
+        description="The image pull Secret's name (of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg).",
     )
-    #: Seconds once validated.
-    cache_duration: float | None = Field(
-        default=None,
-        alias="cacheDuration",
+    #: Seconds once read.
+    cache_duration: Duration | None = option(
+        None,
+        names=("cacheDuration",),
+        check=_cache_duration,
         description="How long the kubelet may reuse the answer (10m, 1h). Unset: the kubelet config's defaultCacheDuration.",
-        json_schema_extra={"format": "duration"},
     )
-
-    @field_validator("secret_name")
-    @classmethod
-    def _secret_name(cls, value: str) -> str:
-        if not is_secret_name(value):
-            raise ValueError("must be a Secret name (lower-case letters, digits, '-' and '.', at most 253)")
-        return value
-
-    @field_validator("cache_duration", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ValueError("must be a duration such as 10m or 1h")
-        if isinstance(value, str):
-            from cpcreds.sdk import parse_duration
-
-            try:
-                value = parse_duration(value)
-            except ValueError:
-                raise ValueError("must be a duration such as 10m or 1h") from None
-        if not 0 <= value <= 366 * 86400:
-            raise ValueError("must be between 0s and a year")
-        return float(value)
 
 
 def _template_problem(template: str) -> str | None:

@@ -136,7 +136,7 @@ class SecretReaderProvider(_HubProvider):
     options: SecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(SecretReaderOptions.model_validate(dict(options)), **kwargs)
+        super().__init__(SecretReaderOptions.read(options), **kwargs)
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         cluster_name = self._extension(plan).get("clusterName")
@@ -176,7 +176,7 @@ class KubeconfigSecretReaderProvider(_HubProvider):
     options: KubeconfigSecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(KubeconfigSecretReaderOptions.model_validate(dict(options)), **kwargs)
+        super().__init__(KubeconfigSecretReaderOptions.read(options), **kwargs)
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         extension = self._extension(plan)
@@ -253,7 +253,7 @@ class DockerConfigSecretReaderProvider(_HubProvider):
     options: DockerConfigSecretReaderOptions
 
     def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(DockerConfigSecretReaderOptions.model_validate(dict(options)), **kwargs)
+        super().__init__(DockerConfigSecretReaderOptions.read(options), **kwargs)
 
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
         # The hub helpers name the provider and bound the read by a plan's fields.
