@@ -217,6 +217,11 @@ class FakeAWS(_LoopbackServer):
         """The variables that send botocore here: both endpoints and the CA bundle."""
         return {"AWS_ENDPOINT_URL_STS": self.url, "AWS_ENDPOINT_URL_ECR": self.url, "AWS_CA_BUNDLE": str(self.write_ca(ca_file))}
 
+    def clear_faults(self) -> None:
+        """Forget the faults not used yet."""
+        with self._lock:
+            self._faults.clear()
+
     # -- identities -----------------------------------------------------------------------------
 
     def add_user(self, name: str = "fleet-reader") -> AwsKeys:

@@ -33,7 +33,7 @@ class Unusable(Exception):
 
 
 def _seconds(value: float) -> str:
-    return f"{value:g}s"
+    return f"{value:.3g}s"  # a kubelet plugin's timeout is what is left: 1.9996s reads 2s
 
 
 def describe(exc: BaseException, timeout: float) -> str:

@@ -22,7 +22,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .failures import Unusable
+from .failures import LOGIN_SOURCES, Unusable
 from .options import AwsOptions
 from .token import Keys
 
@@ -90,15 +90,22 @@ class Login:
             keys = self._env_keys()
             if keys is not None:
                 return keys
-        if self._credentials is None:
-            credentials = self._botocore_session(timeout).get_credentials()
-            if credentials is None:
-                from botocore.exceptions import NoCredentialsError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-                raise NoCredentialsError()
-            self._credentials = credentials
-        frozen = self._credentials.get_frozen_credentials()  # refreshes refreshable credentials
-        return Keys(frozen.access_key, frozen.secret_key, frozen.token)
+        try:
+            if self._credentials is None:
+                credentials = self._botocore_session(timeout).get_credentials()
+                if credentials is None:
+                    raise NoCredentialsError()
+                self._credentials = credentials
+            frozen = self._credentials.get_frozen_credentials()  # refreshes refreshable credentials
+            return Keys(frozen.access_key, frozen.secret_key, frozen.token)
+        except (BotoCoreError, ClientError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - botocore trusts some answers' shape (KeyError, TypeError)
+            source = LOGIN_SOURCES.get(str(getattr(self._credentials, "method", "")), "a login source")
+            problem = f"{source} answered with credentials that are not usable ({type(exc).__name__})"
+        raise Unusable(problem)
 
     def _botocore_session(self, timeout: float) -> Any:
         if self._session is None:
@@ -144,14 +151,19 @@ class Login:
 
 
 def _client_config(timeout: float, *, fips: bool = False) -> Any:
+    """botocore's client settings for calls that must end within ``timeout`` seconds in all:
+    one retry (standard mode: after throttling, a 5xx or a broken connection) only when two
+    attempts and the pause before the second (at most 1 s) fit. Each attempt's connect and read
+    timeouts get 60 % of its share: making the client (loading the service model) and the TLS
+    handshake take the rest."""
     from botocore.config import Config
 
     seconds = max(0.1, float(timeout))
-    # One retry (after throttling or a 5xx) only when it can fit: standard mode waits up to 1 s first.
-    attempts = 2 if seconds >= 3 else 1
+    attempts = 2 if seconds >= 4 else 1
+    each = 0.6 * ((seconds - 1) / 2 if attempts == 2 else seconds)
     return Config(
-        connect_timeout=seconds,
-        read_timeout=seconds,
+        connect_timeout=each,
+        read_timeout=each,
         retries={"mode": "standard", "total_max_attempts": attempts},
         use_fips_endpoint=fips or None,
     )

@@ -34,6 +34,12 @@ __all__ = ["AwsProvider"]
 _log = get_logger(__name__)
 
 
+def _budget(timeout: float) -> float:
+    # What botocore's calls may take: less than the timeout, so that our error, which names the
+    # endpoint that did not answer, comes before the engine's, which cannot name it.
+    return max(0.1, timeout - min(0.5, 0.1 * timeout))
+
+
 class AwsProvider:
     """Built once per config entry (no I/O); ``get_credential`` is safe to call from many threads."""
 
@@ -50,7 +56,7 @@ class AwsProvider:
         cluster = self._cluster(plan)
         problem = None
         try:
-            keys = self._login.keys(plan.timeout)
+            keys = self._login.keys(_budget(plan.timeout))
             region = self._login.region()
         except Exception as exc:  # botocore's, described without its text (it may quote an answer)
             problem = describe(exc, plan.timeout)
@@ -70,7 +76,7 @@ class AwsProvider:
             )
         problem = None
         try:
-            client = self._login.client("ecr", registry.region, timeout, fips=registry.fips)
+            client = self._login.client("ecr", registry.region, _budget(timeout), fips=registry.fips)
             try:
                 answer = client.get_authorization_token()
             finally:
