@@ -317,6 +317,7 @@ _SERVE_FLAGS: tuple[tuple[str, str | None, str], ...] = (
     ("http_idle_timeout", "DURATION", "close an HTTP connection idle this long (default: 1m)"),
     ("http_header_timeout", "DURATION", "a request's line and headers must arrive within this (default: 10s)"),
     ("http_max_connections", "N", "most HTTP connections at once, at most half the descriptor limit (default: 512)"),
+    ("per_profile_metrics", "true|false|auto", "per-profile series on /metrics (default: auto, on up to 5,000 profiles)"),
     ("log_level", "LEVEL", "debug, info, warning or error (default: info)"),
     ("log_format", "FORMAT", "console or json (default: console)"),
 )

@@ -22,18 +22,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from .page import render_status_page
-from .status import StatusBoard
+from .page import PAGE_SIZE, render_status_page
+from .status import STATES, BadQuery, Query, StatusBoard
 
 __all__ = ["StatusServer", "ConnectionLimits"]
 
 #: accept() errors that mean "no descriptor or buffer for a new connection now".
 _RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _FIRST_PAUSE, _LAST_PAUSE = 0.01, 1.0
+#: The largest page of /v1/clusters (without ``limit``, the whole list comes at once).
+_MAX_LIMIT = 100_000
 #: A connection's phase: waiting (idle) for a request, reading its headers, or being answered.
 _IDLE, _HEADERS, _BUSY = 0, 1, 2
 
@@ -178,33 +180,56 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._send(200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry))
         elif path == "/v1/clusters":
-            clusters, problems = board.snapshot()
-            reason = board.readiness()
-            body = {
-                "ready": reason is None,
-                "notReady": reason,
-                "source": board.source,
-                "counts": board.counts(),
-                "configError": board.config_error,
-                "clusters": clusters,
-                "problems": problems,
-            }
-            self._send(200, "application/json", json.dumps(body, indent=1).encode())
+            self._list(board)
         elif path.startswith("/v1/clusters/"):
             cluster = board.one(unquote(path.removeprefix("/v1/clusters/")))
             if cluster is None:
-                self._send(404, "application/json", b'{"error": "no such profile"}\n')
+                self._status(404, "NotFound", "no such profile: the path is /v1/clusters/<namespace>/<name>")
             else:
                 self._send(200, "application/json", json.dumps(cluster, indent=1).encode())
         elif path in ("/", "/index.html"):
-            clusters, problems = board.snapshot()
-            page = render_status_page(clusters, problems, not_ready=board.readiness(), counts=board.counts(), source=board.source, config_error=board.config_error)
-            self._send(200, "text/html; charset=utf-8", page.encode())
+            try:
+                query = _query(self.path, order="attention", limit=PAGE_SIZE)
+                clusters, token = board.select(query)
+            except BadQuery:
+                # A stale link or bookmark: the first page of the same filters, not an error page.
+                query = _query(self.path, order="attention", limit=PAGE_SIZE, drop_continue=True)
+                clusters, token = board.select(query)
+            self._send(200, "text/html; charset=utf-8", render_status_page(board, query, clusters, token).encode())
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found: try /, /v1/clusters, /metrics, /healthz, /readyz\n")
 
     def do_HEAD(self) -> None:  # noqa: N802
         self.do_GET()
+
+    def _list(self, board: StatusBoard) -> None:
+        try:
+            query = _query(self.path)
+            clusters, token = board.select(query)
+        except BadQuery as exc:
+            self._status(exc.code, exc.reason, str(exc))
+            return
+        reason = board.readiness()
+        body = {
+            "kind": "ClusterStatusList",
+            "metadata": {"continue": token or ""},
+            "ready": reason is None,
+            "notReady": reason,
+            "source": board.source,
+            "counts": board.counts(),
+            "countsByProvider": board.counts_by_provider(),
+            "configError": board.config_error,
+            "clusters": clusters,
+            "problems": board.problems(),
+        }
+        # Compact when paged (a page is read by programs); indented when whole, as before.
+        text = json.dumps(body, indent=None if query.limit else 1, separators=(",", ":") if query.limit else None)
+        self._send(200, "application/json", text.encode())
+
+    def _status(self, code: int, reason: str, message: str) -> None:
+        """An error as the Kubernetes API server words one: a ``Status`` object."""
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+        self._send(code, "application/json", (json.dumps(body) + "\n").encode())
 
     def _send(self, status: int, content_type: str, body: bytes) -> None:
         self.send_response(status)
@@ -218,6 +243,36 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests are not logged: scrapes every few seconds would drown the log
+
+
+def _query(target: str, *, order: str = "key", limit: int | None = None, drop_continue: bool = False) -> Query:
+    """The :class:`Query` of a request's query string: ``state``, ``provider``, ``prefix``,
+    ``limit``, ``continue`` (and ``order`` on ``/v1/clusters``). Empty values count as absent;
+    raises :class:`BadQuery` for a value serve cannot use."""
+    raw = target.split("?", 1)[1] if "?" in target else ""
+    try:
+        params = {name: values[-1] for name, values in parse_qs(raw, keep_blank_values=False, strict_parsing=False, max_num_fields=32).items()}
+    except ValueError:
+        raise BadQuery("too many query parameters") from None
+    state = params.get("state")
+    if state is not None and state not in STATES:
+        raise BadQuery(f"state must be one of {', '.join(STATES)}")
+    order = params.get("order", order)
+    if order not in ("key", "attention"):
+        raise BadQuery("order must be key or attention")
+    if "limit" in params:
+        text = params["limit"]
+        if not text.isdigit() or not 0 < int(text) <= _MAX_LIMIT:
+            raise BadQuery(f"limit must be a whole number from 1 to {_MAX_LIMIT}")
+        limit = int(text)
+    return Query(
+        state=state,
+        provider=params.get("provider"),
+        prefix=params.get("prefix", ""),
+        order=order,  # type: ignore[arg-type]
+        limit=limit,
+        continue_=None if drop_continue else params.get("continue"),
+    )
 
 
 class StatusServer:

@@ -15,6 +15,7 @@ import errno
 import hashlib
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -62,7 +63,7 @@ class Service:
         self.out = out or sys.stderr
         self.metrics = CollectorRegistry()
         self.board = StatusBoard(source=settings.source)
-        self.metrics.register(ServeCollector(self.board))
+        self.metrics.register(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
         self._profiles: dict[str, tuple[dict[str, Any], str]] = {}
         self._changes: asyncio.Queue[Change | None] = asyncio.Queue()
         self._stop = asyncio.Event()
@@ -122,6 +123,7 @@ class Service:
         settings = self.settings
         loop = asyncio.get_running_loop()
         self._check_folders()
+        self._describe_on_board()
         self._start_generation(self.config)
         host, port = parse_listen(settings.listen)
         from .http import ConnectionLimits, StatusServer
@@ -201,6 +203,16 @@ class Service:
             except OSError as exc:
                 reason = "is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else f"cannot be made: {exc.strerror or type(exc).__name__}"
                 raise UnusableFolder("kubeconfig_dir", self.settings.kubeconfig_dir, reason) from None
+
+    def _describe_on_board(self) -> None:
+        """Where profiles come from and where kubeconfigs go, for the status page's header."""
+        if self.settings.source == "directory":
+            self.board.source_detail = f"folder {self._profiles_dir()}"
+        else:
+            namespaces = ", ".join(self.settings.namespaces) or "all"
+            where = "in-cluster" if self.settings.in_cluster else f"kubeconfig {self.settings.hub_kubeconfig}"
+            self.board.source_detail = f"hub ({where}), namespaces: {namespaces}" + (f", labels: {self.settings.label_selector}" if self.settings.label_selector else "")
+        self.board.kubeconfig_dir = str(self.writer.directory) if self.writer is not None else None
 
     def _kubeconfig_error(self, key: str, problem: str | None) -> None:
         # A profile's own files: on its row; the folder or the merged file: an inventory problem.
@@ -308,8 +320,10 @@ class Service:
             self.out.flush()
             # Shown on the page and in /v1/clusters until a config loads: the banner scrolls away.
             self.board.config_error = redact_text(f"reload failed ({why}), running the previous config: {problem}")
+            self.board.last_reload = (time.time(), why, self.board.config_error)
             return False
         self.board.config_error = None
+        self.board.last_reload = (time.time(), why, None)
         old_keeper, old_engine = self.keeper, self.engine
         self._start_generation(config)
         if old_keeper is not None and old_engine is not None:

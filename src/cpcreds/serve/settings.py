@@ -113,6 +113,9 @@ class ServeSettings(BaseSettings):
     http_idle_timeout: float = 60.0
     http_header_timeout: float = 10.0
     http_max_connections: int = Field(default=512, ge=1, le=65536)
+    #: The five per-profile series on /metrics: on, off, or None (auto) for on up to
+    #: PER_PROFILE_METRICS_LIMIT profiles; the counts by state and provider are always there.
+    per_profile_metrics: bool | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] | None = None
 
@@ -154,6 +157,11 @@ class ServeSettings(BaseSettings):
         if value and (not value.startswith("/") or not value.isprintable() or " " in value):
             raise ValueError("must be an absolute URL path such as /version or /readyz")
         return value
+
+    @field_validator("per_profile_metrics", mode="before")
+    @classmethod
+    def _auto(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

@@ -1,14 +1,27 @@
 """What serve knows about each cluster, as the status page, ``/v1/clusters`` and ``/metrics``
 show it. Never a token, a key or a certificate: only names, times, states and messages that
-went through redaction."""
+went through redaction.
+
+Sized for fleets of 100,000 profiles: the board keeps its profiles in sorted indexes (by key,
+by state, by provider, and in the page's "needs attention first" order) and its counts up to
+date as each profile changes, so a page of ``/v1/clusters`` or of the status page costs
+O(log N + page size), never a sort or a walk of every profile.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import math
+import os
 import threading
+from bisect import bisect_left, bisect_right, insort
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -16,12 +29,30 @@ from prometheus_client.registry import Collector
 from ..fleet.health import control_plane_healthy
 from ..logs import redact_text
 
-__all__ = ["ClusterStatus", "ProbeResult", "StatusBoard", "STATES", "control_plane_healthy"]
+__all__ = [
+    "ClusterStatus",
+    "ProbeResult",
+    "StatusBoard",
+    "Query",
+    "BadQuery",
+    "STATES",
+    "PER_PROFILE_METRICS_LIMIT",
+    "control_plane_healthy",
+]
 
 #: pending: not fetched yet; ready: a valid credential is held; failing: the last fetch failed
 #: (an older credential may still be valid); unmatched: no configured provider fits the profile;
 #: invalid: the profile cannot be used.
 STATES = ("pending", "ready", "failing", "unmatched", "invalid")
+#: The page's order: what needs a person first (failing, then unusable, then not yet fetched),
+#: then the ready ones whose credential expires soonest.
+_RANK = {"failing": 0, "invalid": 1, "unmatched": 2, "pending": 3, "ready": 4}
+#: Per-profile metric series are on by default up to this many profiles (``--per-profile-metrics``
+#: overrides): above it, a scrape of five series per profile grows past what Prometheus should
+#: take every 15 s (see docs/metrics.md for the sizes measured).
+PER_PROFILE_METRICS_LIMIT = 5000
+#: Watched attributes of :class:`ClusterStatus`: a change re-files the profile in the indexes.
+_INDEXED = frozenset({"state", "provider", "expires_at"})
 
 
 def _rfc3339(epoch: float | None) -> str | None:
@@ -53,7 +84,8 @@ class ProbeResult:
 @dataclass
 class ClusterStatus:
     """The state of one profile. Written by the keeper (one event loop), read by HTTP threads
-    through :class:`StatusBoard` snapshots."""
+    through :class:`StatusBoard` snapshots. Setting ``state``, ``provider`` or ``expires_at`` of
+    a status on a board re-files it there (the keeper needs no call of its own)."""
 
     key: str
     origin: str
@@ -71,6 +103,15 @@ class ClusterStatus:
     #: The provider whose credential is held: ``provider`` (the preferred one) unless the profile
     #: failed over to another (``failover: true``); None before the first success.
     answered_by: str | None = None
+
+    #: The board this status is filed on (not a dataclass field: set by StatusBoard.put).
+    _board = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        board = self._board
+        if board is not None and name in _INDEXED:
+            board._refile(self)
 
     def to_dict(self) -> dict[str, Any]:
         namespace, _, name = self.key.rpartition("/")
@@ -93,6 +134,93 @@ class ClusterStatus:
         }
 
 
+class _SortedIndex:
+    """Items kept in order, in blocks of at most ``2 * _BLOCK``: adding or removing one costs a
+    bisection and a move within one block (not a shift of all N, as ``insort`` into one list
+    would at 100,000), reading from any point a bisection, then O(1) per item."""
+
+    _BLOCK = 512
+    __slots__ = ("_blocks", "_maxes", "_len")
+
+    def __init__(self) -> None:
+        self._blocks: list[list[Any]] = []
+        self._maxes: list[Any] = []
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, item: Any) -> None:
+        self._len += 1
+        if not self._blocks:
+            self._blocks.append([item])
+            self._maxes.append(item)
+            return
+        i = min(bisect_left(self._maxes, item), len(self._blocks) - 1)
+        block = self._blocks[i]
+        insort(block, item)
+        self._maxes[i] = block[-1]
+        if len(block) > 2 * self._BLOCK:
+            self._blocks[i : i + 1] = [block[: self._BLOCK], block[self._BLOCK :]]
+            self._maxes[i : i + 1] = [block[self._BLOCK - 1], block[-1]]
+
+    def remove(self, item: Any) -> None:
+        i = bisect_left(self._maxes, item)
+        if i == len(self._blocks):
+            return
+        block = self._blocks[i]
+        j = bisect_left(block, item)
+        if j == len(block) or block[j] != item:
+            return
+        del block[j]
+        self._len -= 1
+        if block:
+            self._maxes[i] = block[-1]
+        else:
+            del self._blocks[i], self._maxes[i]
+
+    def from_(self, item: Any, *, inclusive: bool) -> Iterator[Any]:
+        """The items after ``item`` (and ``item`` itself when ``inclusive``), in order."""
+        cut = bisect_left if inclusive else bisect_right
+        i = cut(self._maxes, item)
+        if i == len(self._blocks):
+            return
+        block = self._blocks[i]
+        yield from block[cut(block, item) :]
+        for block in self._blocks[i + 1 :]:
+            yield from block
+
+
+class BadQuery(ValueError):
+    """A ``/v1/clusters`` query serve cannot answer. ``code`` is the HTTP status (400, or 410 for
+    a continue token this serve did not issue, as the API server answers an expired one) and
+    ``reason`` Kubernetes' ``Status.reason`` (``BadRequest``, ``Expired``)."""
+
+    def __init__(self, message: str, *, code: int = 400, reason: str = "BadRequest") -> None:
+        super().__init__(message)
+        self.code, self.reason = code, reason
+
+
+@dataclass(frozen=True)
+class Query:
+    """A page of profiles: those in ``state`` (any when None), of ``provider`` (a configured
+    provider's name), whose key (``namespace/name``) starts with ``prefix``; at most ``limit``
+    (all when None), after the ``continue`` token of the previous page, in ``order``: ``key``
+    (as Kubernetes lists) or ``attention`` (the status page's: failing, invalid, unmatched,
+    pending, then ready; each by expiry, soonest first, then key)."""
+
+    state: str | None = None
+    provider: str | None = None
+    prefix: str = ""
+    order: Literal["key", "attention"] = "key"
+    limit: int | None = None
+    continue_: str | None = None
+
+    @property
+    def filters(self) -> list[Any]:
+        return [self.state, self.provider, self.prefix, self.order]
+
+
 @dataclass
 class StatusBoard:
     """Every profile's :class:`ClusterStatus`, plus the service's own state, behind one lock."""
@@ -100,7 +228,7 @@ class StatusBoard:
     source: str = "directory"
     _clusters: dict[str, ClusterStatus] = field(default_factory=dict)
     _problems: dict[str, str] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     synced: bool = False
     started_at: float = 0.0
     #: Why serve is not ready although its first sync is done (the profiles folder is gone).
@@ -108,14 +236,68 @@ class StatusBoard:
     _kubeconfig_errors: dict[str, str] = field(default_factory=dict)
     #: Why the last config reload failed (serve runs the previous config), until one succeeds.
     config_error: str | None = None
+    #: Shown in the page's header: where profiles come from (the folder, or the hub and its
+    #: namespaces), the kubeconfig folder, and the last reload: (epoch, why, problem or None).
+    source_detail: str = ""
+    kubeconfig_dir: str | None = None
+    last_reload: tuple[float, str, str | None] | None = None
+    # The indexes: keys by key, by "state:<s>", by "provider:<p>"; (rank, expiry, key) for the
+    # page; the values each profile is filed under; counts by (state, provider).
+    _index: dict[str, _SortedIndex] = field(default_factory=dict)
+    _attention: _SortedIndex = field(default_factory=_SortedIndex)
+    _filed: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    _counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Names this board's continue tokens: a token of another serve (or of this one before a
+    #: restart) is refused as expired, not misread.
+    _instance: str = field(default_factory=lambda: base64.urlsafe_b64encode(os.urandom(6)).decode())
 
     def put(self, status: ClusterStatus) -> None:
         with self._lock:
+            previous = self._clusters.get(status.key)
+            if previous is not None and previous is not status:
+                object.__setattr__(previous, "_board", None)  # a replaced status re-files nothing
             self._clusters[status.key] = status
+            object.__setattr__(status, "_board", self)
+            self._refile(status)
 
     def drop(self, key: str) -> None:
         with self._lock:
-            self._clusters.pop(key, None)
+            status = self._clusters.pop(key, None)
+            if status is not None:
+                object.__setattr__(status, "_board", None)
+                self._unfile(key)
+
+    def _refile(self, status: ClusterStatus) -> None:
+        """File ``status`` under its current state, provider and expiry (O(log N))."""
+        key = status.key
+        filed = (status.state, status.provider or "", math.inf if status.expires_at is None else status.expires_at)
+        with self._lock:
+            if self._clusters.get(key) is not status:
+                return  # a status the keeper has replaced: its late writes are not shown
+            if self._filed.get(key) == filed:
+                return
+            self._unfile(key)
+            state, provider, expiry = filed
+            self._filed[key] = filed
+            self._counts[(state, provider)] += 1
+            for name in ("", f"state:{state}", f"provider:{provider}"):
+                self._index.setdefault(name, _SortedIndex()).add(key)
+            self._attention.add((_RANK.get(state, len(_RANK)), expiry, key))
+
+    def _unfile(self, key: str) -> None:
+        filed = self._filed.pop(key, None)
+        if filed is None:
+            return
+        state, provider, expiry = filed
+        self._counts[(state, provider)] -= 1
+        if not self._counts[(state, provider)]:
+            del self._counts[(state, provider)]
+        for name in ("", f"state:{state}", f"provider:{provider}"):
+            index = self._index[name]
+            index.remove(key)
+            if not index and name:
+                del self._index[name]
+        self._attention.remove((_RANK.get(state, len(_RANK)), expiry, key))
 
     def set_problem(self, origin: str, problem: str) -> None:
         with self._lock:
@@ -143,11 +325,83 @@ class StatusBoard:
 
     def snapshot(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every cluster as ``/v1/clusters`` shows it (sorted by key), and the inventory problems."""
+        clusters, _ = self.select(Query())
+        return clusters, self.problems()
+
+    def problems(self) -> dict[str, str]:
         with self._lock:
-            clusters = [self._shown(status) for status in self._clusters.values()]
-            problems = dict(self._problems)
-        clusters.sort(key=lambda c: c["key"])
-        return clusters, problems
+            return dict(self._problems)
+
+    def select(self, query: Query) -> tuple[list[dict[str, Any]], str | None]:
+        """The page of clusters ``query`` asks for, as ``/v1/clusters`` shows them, and the
+        continue token of the next page (None when this page is the last). Raises
+        :class:`BadQuery` for a token that is not one of this board's or was issued for other
+        filters. Paging by key shows every profile present from the first page to the last
+        exactly once, in order, however profiles come and go in between."""
+        if query.limit is not None and query.limit < 1:
+            raise BadQuery("limit must be a positive number")
+        after = self._decode(query) if query.continue_ else None
+        with self._lock:
+            items, more = self._walk(query, after)
+            clusters = [self._shown(self._clusters[item if isinstance(item, str) else item[2]]) for item in items]
+            token = self._encode(query, items[-1]) if more and items else None
+        return clusters, token
+
+    def _walk(self, query: Query, after: Any) -> tuple[list[Any], bool]:
+        """(up to ``limit`` matching index items after ``after``, whether more match). Lock held."""
+        rank = _RANK.get(query.state) if query.state is not None else None
+        if query.state is not None and query.state not in _RANK:
+            return [], False
+        if query.order == "attention":
+            index = self._attention
+            start: Any = (rank, -math.inf, "") if rank is not None else (-1, -math.inf, "")
+        else:
+            name = f"state:{query.state}" if query.state is not None else f"provider:{query.provider}" if query.provider is not None else ""
+            index = self._index.get(name) or _SortedIndex()
+            start = query.prefix
+        walk = index.from_(after, inclusive=False) if after is not None else index.from_(start, inclusive=True)
+        items: list[Any] = []
+        for item in walk:
+            key = item if isinstance(item, str) else item[2]
+            if query.order == "key" and not key.startswith(query.prefix):
+                break  # keys in order: past the prefix's range
+            state, provider, _ = self._filed[key]
+            if rank is not None and query.order == "attention" and item[0] != rank:
+                break
+            if (query.state is not None and state != query.state) or (query.provider is not None and provider != query.provider) or not key.startswith(query.prefix):
+                continue
+            if query.limit is not None and len(items) == query.limit:
+                return items, True
+            items.append(item)
+        return items, False
+
+    def _encode(self, query: Query, last: Any) -> str:
+        raw = json.dumps([1, self._instance, query.filters, last if isinstance(last, str) else list(last)], separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    def _decode(self, query: Query) -> Any:
+        token = query.continue_ or ""
+        try:
+            version, instance, filters, last = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            if version != 1:
+                raise ValueError
+        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+            raise BadQuery("the continue token is not valid: pass the one the previous page returned, or none to start over") from None
+        if instance != self._instance:
+            raise BadQuery(
+                "the continue token was issued by another run of serve and has expired: start the list again without it",
+                code=410,
+                reason="Expired",
+            )
+        if filters != query.filters:
+            raise BadQuery("the continue token was issued for other filters: pass the same state, provider, prefix and order as the first page")
+        if query.order == "key":
+            if not isinstance(last, str):
+                raise BadQuery("the continue token is not valid: pass the one the previous page returned, or none to start over")
+            return last
+        if not (isinstance(last, list) and len(last) == 3 and isinstance(last[0], int) and isinstance(last[1], (int, float)) and isinstance(last[2], str)):
+            raise BadQuery("the continue token is not valid: pass the one the previous page returned, or none to start over")
+        return tuple(last)
 
     def one(self, key: str) -> dict[str, Any] | None:
         """One cluster as ``/v1/clusters`` shows it, or None."""
@@ -156,11 +410,20 @@ class StatusBoard:
             return self._shown(status) if status is not None else None
 
     def counts(self) -> dict[str, int]:
+        """Profiles by state (every state, 0 included), kept as profiles change: O(states x providers)."""
+        counts = dict.fromkeys(STATES, 0)
         with self._lock:
-            counts = dict.fromkeys(STATES, 0)
-            for status in self._clusters.values():
-                counts[status.state] = counts.get(status.state, 0) + 1
+            for (state, _), n in self._counts.items():
+                counts[state] = counts.get(state, 0) + n
         return counts
+
+    def counts_by_provider(self) -> dict[str, dict[str, int]]:
+        """``{provider: {state: profiles}}`` (provider "" for profiles no provider matches)."""
+        by_provider: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for (state, provider), n in self._counts.items():
+                by_provider.setdefault(provider, {})[state] = n
+        return dict(sorted(by_provider.items()))
 
     def __len__(self) -> int:
         with self._lock:
@@ -173,20 +436,40 @@ class StatusBoard:
 
 class ServeCollector(Collector):
     """serve's metrics, computed from the board at scrape time (no per-profile gauges to keep in
-    step with the inventory, so a deleted profile's series vanish with it)."""
+    step with the inventory, so a deleted profile's series vanish with it).
 
-    def __init__(self, board: StatusBoard) -> None:
-        self.board = board
+    The counts by state and by provider are always there; the per-profile series (five per
+    profile) when ``per_profile`` is True, or when it is None and the board holds at most
+    :data:`PER_PROFILE_METRICS_LIMIT` profiles."""
+
+    def __init__(self, board: StatusBoard, *, per_profile: bool | None = None) -> None:
+        self.board, self.per_profile = board, per_profile
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        rows = self.board._rows()
+        board = self.board
         inventory = GaugeMetricFamily("cpcreds_serve_inventory_profiles", "ClusterProfiles in the inventory, by state.", labels=["source", "state"])
-        for state, count in self.board.counts().items():
-            inventory.add_metric([self.board.source, state], count)
+        for state, count in board.counts().items():
+            inventory.add_metric([board.source, state], count)
         yield inventory
+        by_provider = GaugeMetricFamily(
+            "cpcreds_serve_profiles", "ClusterProfiles by state and by the provider chosen for them (\"\" when none matches).", labels=["provider", "state"]
+        )
+        for provider, states in board.counts_by_provider().items():
+            for state, count in states.items():
+                by_provider.add_metric([provider, state], count)
+        yield by_provider
         ready = GaugeMetricFamily("cpcreds_serve_ready", "1 when serve is ready (/readyz answers 200): the first full sync is done and the inventory source is usable.")
-        ready.add_metric([], 1.0 if self.board.readiness() is None else 0.0)
+        ready.add_metric([], 1.0 if board.readiness() is None else 0.0)
         yield ready
+        shown = self.per_profile if self.per_profile is not None else len(board) <= PER_PROFILE_METRICS_LIMIT
+        switch = GaugeMetricFamily("cpcreds_serve_per_profile_metrics", "1 when the per-profile series (cpcreds_serve_credential_*, cpcreds_serve_probe_*) are exposed, else 0 (--per-profile-metrics).")
+        switch.add_metric([], 1.0 if shown else 0.0)
+        yield switch
+        if shown:
+            yield from self._per_profile(board._rows())
+
+    @staticmethod
+    def _per_profile(rows: list[ClusterStatus]) -> Iterator[GaugeMetricFamily]:
         expiry = GaugeMetricFamily("cpcreds_serve_credential_expiry_timestamp_seconds", "When the held credential expires (Unix time); absent without an expiry.", labels=["profile", "provider"])
         success = GaugeMetricFamily("cpcreds_serve_credential_last_success_timestamp_seconds", "When the last fetch succeeded (Unix time).", labels=["profile", "provider"])
         failing = GaugeMetricFamily("cpcreds_serve_credential_consecutive_failures", "Fetches failed in a row for the profile (0 when the last one succeeded).", labels=["profile", "provider"])
@@ -206,4 +489,3 @@ class ServeCollector(Collector):
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())
-
