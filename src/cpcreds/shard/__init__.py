@@ -1,0 +1,32 @@
+"""Split a fleet across replicas: one ``coordination.k8s.io/v1`` Lease per replica on the hub,
+and rendezvous (highest-random-weight) hashing of ``namespace/name`` over the live ones.
+
+Modules: :mod:`~cpcreds.shard.rendezvous` (the assignment: pure, stable across processes),
+:mod:`~cpcreds.shard.leases` (the Lease wire: MicroTimes, requests through the official
+``kubernetes`` client's ``ApiClient``) and :mod:`~cpcreds.shard.membership` (:class:`Shard`:
+renewing this replica's Lease from its own thread, watching the peers', self-fencing).
+``docs/sharding.md`` says how they fit together. Nothing is imported until it is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Shard", "Membership", "Assignment", "owner", "assign"]
+
+_HOMES = {
+    "Shard": "membership",
+    "Membership": "membership",
+    "Assignment": "rendezvous",
+    "owner": "rendezvous",
+    "assign": "rendezvous",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{home}"), name)

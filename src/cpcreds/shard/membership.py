@@ -1,0 +1,612 @@
+"""Shard membership on Leases: this replica's Lease, renewed from its own thread; the peers'
+Leases, listed and watched; who is alive, judged on this machine's monotonic clock.
+
+Four daemon threads per :class:`Shard`, none on the caller's event loop (a busy loop must not
+make a healthy replica look dead):
+
+- the **renewer** writes this replica's Lease every ``retry_interval`` (creating it when absent,
+  re-reading it and retrying on 409), and stamps when the last renewal that succeeded *started*;
+- the **watcher** lists the group's Leases (by label) and watches them, noting for every peer
+  when its ``renewTime`` or holder last changed, *as seen here* (client-go's leader election does
+  the same: clock skew between machines never matters);
+- the **judge** turns both into a :class:`Membership` whenever it changes (a peer seen, expired or
+  released; this replica fresh or not) and tells subscribers;
+- the **cleaner** deletes the Leases of departed peers (with a resourceVersion precondition, so
+  one that came back in between is kept), apart so a slow delete never delays a judgement.
+
+Self-fencing: :meth:`Shard.fresh` is true only while the last successful renewal started less
+than ``renew_deadline`` ago *and* the watch delivered something (every member's renewals,
+this one's included, come through it) less than ``renew_deadline`` ago. Peers take a replica's
+keys only ``leaseDurationSeconds`` after its last renewal reached them, later than that, so a
+paused, partitioned or stalled replica stops owning keys before anyone else starts. A replica
+that becomes fresh (at start, or again after a gap) claims keys one ``retry_interval`` later,
+time for its peers to see its Lease and let go of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import secrets
+import socket
+import string
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..fleet.hub import HubOptions, HubProblem, _short, backoff_delay
+from ..fleet.hubclient import HubConnector
+from ..logs import get_logger
+from .leases import COORDINATION, LeaseAPI, events, message, micro_time
+from .rendezvous import Assignment, assign, owner
+
+__all__ = ["Shard", "Membership", "GROUP_LABEL", "STATUS_ANNOTATION"]
+
+_log = get_logger("cpcreds.shard")
+
+#: The label every Lease of a shard group carries (its value: the group), what peers list by.
+GROUP_LABEL = "shard.cpcreds.io/group"
+#: The annotation holding a replica's status URL (where a request for its profiles is sent).
+STATUS_ANNOTATION = "shard.cpcreds.io/status-url"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+#: A watch is reopened this often even when it works (the hub's own limit is usually longer).
+_WATCH_SECONDS = 300
+#: How many times one renewal re-reads the Lease after a 409 before waiting for the next tick.
+_CONFLICT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class Membership:
+    """One view of the shard, as this replica sees it.
+
+    ``members`` are the identities that take keys now, sorted: the live peers, and this replica
+    when ``claiming`` (fresh, and settled one renew interval after becoming fresh). ``fresh`` is
+    this replica's own Lease renewed in time; ``status_urls`` maps live members to the status URL
+    their Lease announces (``""`` when none). ``reason`` says what changed: ``started``,
+    ``joined``, ``expired``, ``released``, ``fresh``, ``stale``, ``stopped``."""
+
+    identity: str
+    members: tuple[str, ...]
+    claiming: bool
+    fresh: bool
+    reason: str
+    status_urls: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def owner(self, key: str) -> str | None:
+        """Who owns ``key`` (``namespace/name``) in this view; ``None`` when no member is live."""
+        return owner(key, self.members)
+
+
+@dataclass
+class _Peer:
+    """A peer's Lease as last seen, and when (local monotonic) its holder or renewTime changed."""
+
+    name: str
+    holder: str
+    renew_time: Any
+    duration: float
+    resource_version: str
+    status_url: str
+    changed_at: float
+
+    def alive(self, now: float) -> bool:
+        return bool(self.holder) and now - self.changed_at < self.duration
+
+    def dies_at(self) -> float:
+        return self.changed_at + self.duration if self.holder else -math.inf
+
+
+class Shard:
+    """This replica's membership in a shard group on the hub, and the keys it owns.
+
+    ``hub`` says how to reach the hub (the same :class:`~cpcreds.fleet.hub.HubOptions` the fleet
+    reads ClusterProfiles with; its ``timeout`` bounds every Lease request too). ``namespace``
+    holds the Leases, ``group`` names the set of replicas that split one inventory (Leases are
+    labelled ``shard.cpcreds.io/group=<group>``). ``identity`` defaults to the pod name
+    (``POD_NAME``, else the host name) plus a random suffix, so a restarted pod is a new member.
+    ``lease_duration``, ``renew_deadline`` and ``retry_interval`` are client-go's leader-election
+    knobs with its defaults (15 s, 10 s, 2 s); ``lease_duration`` is written to the Lease in whole
+    seconds (rounded up). ``status_url`` is announced in the Lease's annotation.
+
+    Invalid settings raise :class:`~cpcreds.errors.ConfigError`. :meth:`start` joins, :meth:`stop`
+    leaves gracefully (the Lease's holder emptied: peers take over at once); both are also the
+    sync and async context manager. Hub failures never raise from here: they are retried, logged,
+    counted in :attr:`renewals`, shown in :attr:`problem`, and end in :meth:`fresh` turning false.
+    """
+
+    def __init__(
+        self,
+        hub: HubOptions,
+        *,
+        namespace: str,
+        group: str = "cpcreds",
+        identity: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_interval: float = 2.0,
+        status_url: str = "",
+    ) -> None:
+        if not _DNS_LABEL.fullmatch(namespace or "") or len(namespace) > 63:
+            raise ConfigError(f"shard namespace {namespace!r} is not a valid namespace name", field="namespace")
+        if not group or len(group) > 63 or not _LABEL_VALUE.fullmatch(group):
+            raise ConfigError(f"shard group {group!r} must be a label value: 1-63 letters, digits, '-', '_' or '.'", field="group")
+        if not 0 < retry_interval < renew_deadline < lease_duration:
+            raise ConfigError(
+                f"shard timings must satisfy 0 < retry_interval ({retry_interval:g}s) < renew_deadline ({renew_deadline:g}s) "
+                f"< lease_duration ({lease_duration:g}s)",
+                field="lease_duration",
+            )
+        self.identity = identity if identity is not None else default_identity()
+        self.lease_name = f"{group}-{self.identity}".lower()
+        if len(self.lease_name) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in self.lease_name.split(".")):
+            raise ConfigError(f"shard identity {self.identity!r} does not make a valid Lease name ({self.lease_name!r})", field="identity")
+        self.hub, self.namespace, self.group = hub, namespace, group
+        self.lease_duration, self.renew_deadline, self.retry_interval = lease_duration, renew_deadline, retry_interval
+        self.status_url = status_url
+        self.selector = f"{GROUP_LABEL}={group}"
+        #: Renewals by result: ``renewed``, ``created``, ``conflict``, ``failed``; and ``released``.
+        self.renewals: Counter[str] = Counter()
+        #: Membership changes by reason (``joined``, ``expired``, ``released``, ``fresh``, ``stale``…).
+        self.handovers: Counter[str] = Counter()
+        #: Departed peers' Leases deleted by this replica.
+        self.cleaned = 0
+        #: The last hub failure, in one line without secrets; ``""`` when the last request worked.
+        self.problem = ""
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._subscribers: list[Callable[[Membership], None]] = []
+        self._peers: dict[str, _Peer] = {}
+        self._lease: dict[str, Any] | None = None  # this replica's Lease as last written or read
+        self._renewed_at = -math.inf  # monotonic start of the last successful renewal
+        self._heard_at = -math.inf  # monotonic time the watch (or list) last delivered something
+        self._settled_at = math.inf  # monotonic time from which this replica claims keys
+        self._membership = Membership(self.identity, (), claiming=False, fresh=False, reason="started")
+        kubeconfig = None if hub.kubeconfig is None else Path(hub.kubeconfig)
+        self._connector = HubConnector(kubeconfig, hub.context, in_cluster=hub.in_cluster, timeout=hub.timeout)
+        self._cleanup_api: LeaseAPI | None = None
+        self._watch_response: Any = None
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"Shard(group={self.group!r}, namespace={self.namespace!r}, identity={self.identity!r})"
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> Shard:
+        """Join: start the renewer, watcher and judge threads (returns at once; :meth:`wait_claiming`
+        waits until this replica takes keys). One-shot."""
+        with self._lock:
+            if self._started:
+                raise RuntimeError("a Shard is started once")
+            self._started = True
+        loops = (("renew", self._renew_loop), ("watch", self._watch_loop), ("judge", self._judge_loop), ("clean", self._clean_loop))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=f"cpcreds-shard-{name}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Leave gracefully: stop claiming (subscribers see ``stopped``), end the threads, then
+        release the Lease (holder emptied, one attempt bounded by ``renew_deadline``) so peers
+        take this replica's keys at once. Idempotent; returns within about a renew deadline."""
+        if self._stop.is_set():
+            return
+        with self._lock:
+            self._stop.set()
+            self._settled_at = math.inf
+            self._lock.notify_all()
+        before = self._membership
+        self._membership = Membership(self.identity, tuple(m for m in before.members if m != self.identity), claiming=False, fresh=False, reason="stopped")
+        self._publish(self._membership, before)
+        response = self._watch_response
+        if response is not None:
+            try:
+                response.shutdown() if hasattr(response, "shutdown") else response.close()
+            except Exception:  # noqa: BLE001 - a connection already gone is what we want
+                pass
+        for thread in self._threads:
+            thread.join(self.renew_deadline)
+        if self._started:
+            self._release()
+        self._connector.close()
+
+    def __enter__(self) -> Shard:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Shard:
+        return self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # -- what callers ask ----------------------------------------------------------------------
+
+    def fresh(self) -> bool:
+        """Whether this replica may act on its keys now: its Lease was renewed, and the watch of
+        its peers heard from, within ``renew_deadline`` (checked at each call, not by a thread)."""
+        now = time.monotonic()
+        with self._lock:
+            return not self._stop.is_set() and now - self._renewed_at < self.renew_deadline and now - self._heard_at < self.renew_deadline
+
+    def claiming(self) -> bool:
+        """Whether this replica takes keys now: :meth:`fresh`, and settled after becoming fresh."""
+        return self.fresh() and time.monotonic() >= self._settled_at
+
+    def owns(self, key: str) -> bool:
+        """Whether this replica owns ``key`` (``namespace/name``) now: claiming, and the key's
+        rendezvous winner among the live members. Call it before every fetch (self-fencing)."""
+        return self.claiming() and self._membership.owner(key) == self.identity
+
+    @property
+    def membership(self) -> Membership:
+        """The latest view (see :class:`Membership`)."""
+        return self._membership
+
+    def assignment(self, keys: Iterable[str]) -> Assignment:
+        """Who owns each of ``keys`` in the latest view (CPU-bound: from a loop, use :meth:`assign`)."""
+        return assign(keys, self._membership.members)
+
+    async def assign(self, keys: Iterable[str]) -> Assignment:
+        """:meth:`assignment` in a thread, so 100,000 keys do not hold the event loop."""
+        return await asyncio.to_thread(self.assignment, list(keys))
+
+    def subscribe(self, callback: Callable[[Membership], None]) -> Callable[[], None]:
+        """Call ``callback(membership)`` on every change, from the judge thread (quickly: it
+        judges nobody meanwhile; an exception is logged and ignored). Returns an unsubscribe."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def changes(self) -> AsyncIterator[Membership]:
+        """The current view, then every change, on the running loop; ends after ``stopped``."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Membership] = asyncio.Queue()
+
+        def deliver(view: Membership) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, view)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+        unsubscribe = self.subscribe(deliver)
+        try:
+            view = self._membership
+            while True:
+                yield view
+                if view.reason == "stopped":
+                    return
+                view = await queue.get()
+        finally:
+            unsubscribe()
+
+    def wait_claiming(self, timeout: float) -> bool:
+        """Block until this replica claims keys (True) or ``timeout`` seconds pass (False)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not (self._membership.claiming and self.identity in self._membership.members):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stop.is_set():
+                    return False
+                self._lock.wait(remaining)
+            return True
+
+    # -- the renewer ---------------------------------------------------------------------------
+
+    def _renew_loop(self) -> None:
+        api: LeaseAPI | None = None
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                if api is None or self._connector.stale():
+                    api = self._api()
+                self._renew(api, started + self.renew_deadline)
+                self.problem = ""
+                with self._lock:
+                    done = time.monotonic()
+                    if done - self._renewed_at >= self.renew_deadline:
+                        # Fresh again after a gap (or for the first time): peers may hold this
+                        # replica's keys until they see the renewal, so claim one interval later.
+                        self._settled_at = done + self.retry_interval
+                    self._renewed_at = started
+                    self._lock.notify_all()
+            except Exception as exc:  # noqa: BLE001 - a hub failure: counted, shown, retried next tick
+                if self._stop.is_set():
+                    return
+                self.renewals["failed"] += 1
+                self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {_short(exc)}"
+                _log.warning("shard Lease renewal failed", lease=self.lease_name, error=self.problem)
+                api = None if isinstance(exc, OSError) else api
+            self._stop.wait(max(0.0, started + self.retry_interval - time.monotonic()))
+
+    def _renew(self, api: LeaseAPI, deadline: float) -> None:
+        for _ in range(_CONFLICT_RETRIES + 1):
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                raise HubProblem("the renewal did not finish within the renew deadline")
+            if self._lease is None:
+                status, body = api.get(self.lease_name, timeout)
+                if status == 404:
+                    status, body = api.create(self._body(None), max(0.001, deadline - time.monotonic()))
+                    if status == 201:
+                        self._lease = body
+                        self.renewals["created"] += 1
+                        return
+                    if status == 409:  # created meanwhile (by a previous attempt that timed out)
+                        self.renewals["conflict"] += 1
+                        continue
+                if status != 200:
+                    raise HubProblem(f"HTTP {status}: {message(body)}")
+                self._lease = body
+                continue
+            status, body = api.replace(self.lease_name, self._body(self._lease), timeout)
+            if status == 200:
+                self._lease = body
+                self.renewals["renewed"] += 1
+                return
+            if status in (404, 409):  # deleted as departed, or written by an attempt we gave up on
+                self.renewals["conflict"] += 1
+                self._lease = None
+                continue
+            raise HubProblem(f"HTTP {status}: {message(body)}")
+        raise HubProblem(f"the Lease kept changing under this replica ({_CONFLICT_RETRIES + 1} conflicts in a row)")
+
+    def _body(self, current: dict[str, Any] | None, *, holder: str | None = None) -> dict[str, Any]:
+        now = micro_time(time.time())
+        spec = dict((current or {}).get("spec") or {})
+        holder = self.identity if holder is None else holder
+        if spec.get("holderIdentity") != holder or not spec.get("acquireTime"):
+            spec["acquireTime"] = now
+        spec.update(holderIdentity=holder, renewTime=now, leaseDurationSeconds=math.ceil(self.lease_duration))
+        metadata: dict[str, Any] = {"name": self.lease_name, "namespace": self.namespace, "labels": {GROUP_LABEL: self.group}}
+        if self.status_url:
+            metadata["annotations"] = {STATUS_ANNOTATION: self.status_url}
+        if current is not None:
+            metadata["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+        return {"apiVersion": COORDINATION, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _release(self) -> None:
+        """Empty the holder, so peers take over at once (one attempt, re-read once on 409)."""
+        deadline = time.monotonic() + min(self.renew_deadline, self.hub.timeout)
+        try:
+            api = self._api()
+            for _ in range(2):
+                if self._lease is None:
+                    status, body = api.get(self.lease_name, max(0.001, deadline - time.monotonic()))
+                    if status != 200:
+                        return  # never created, or deleted already: nothing to release
+                    self._lease = body
+                status, body = api.replace(self.lease_name, self._body(self._lease, holder=""), max(0.001, deadline - time.monotonic()))
+                if status == 200:
+                    self.renewals["released"] += 1
+                    return
+                self._lease = None
+        except Exception as exc:  # noqa: BLE001 - peers then take over after the lease duration
+            self.problem = f"releasing Lease {self.namespace}/{self.lease_name}: {_short(exc)}"
+            _log.warning("shard Lease release failed", lease=self.lease_name, error=self.problem)
+
+    def _api(self) -> LeaseAPI:
+        from kubernetes import client
+
+        made, _ = self._connector.connect()
+        configuration = made.configuration
+        # No urllib3 retries: a Lease write that hangs must end at the renew deadline, not be
+        # sent again three times; conflicts and failures are retried here, on the next tick.
+        configuration.retries = False
+        made.close()
+        return LeaseAPI(client.ApiClient(configuration), self.namespace)
+
+    # -- the watcher ---------------------------------------------------------------------------
+
+    def _watch_loop(self) -> None:
+        failures = 0
+        api: LeaseAPI | None = None
+        while not self._stop.is_set():
+            try:
+                if api is None or self._connector.stale():
+                    api = self._api()
+                version = self._relist(api)
+                while not self._stop.is_set():
+                    version = self._watch(api, version)
+                    failures = 0
+            except Exception as exc:  # noqa: BLE001 - report, back off (short: leases are short), relist
+                if self._stop.is_set():
+                    return
+                failures += 1
+                api = None
+                self.problem = f"watching Leases in {self.namespace}: {_short(exc)}"
+                _log.warning("shard Lease watch failed; relisting", error=self.problem)
+                self._stop.wait(min(backoff_delay(failures), self.retry_interval))
+
+    def _relist(self, api: LeaseAPI) -> str:
+        status, body = api.list(self.selector, self.hub.timeout)
+        if status != 200 or not isinstance(body.get("items"), list):
+            raise HubProblem(f"listing Leases: HTTP {status}: {message(body)}")
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        if not version:
+            raise HubProblem("the Lease list has no metadata.resourceVersion to watch from")
+        now = time.monotonic()
+        with self._lock:
+            seen = set()
+            for item in body["items"]:
+                if isinstance(item, dict) and (name := _name(item)):
+                    seen.add(name)
+                    self._observe(item, now)
+            for name in set(self._peers) - seen:
+                del self._peers[name]
+            self._heard_at = now
+            self._lock.notify_all()
+        return version
+
+    def _watch(self, api: LeaseAPI, version: str) -> str:
+        response = api.watch(self.selector, version, _WATCH_SECONDS, self.hub.timeout)
+        self._watch_response = response
+        try:
+            if self._stop.is_set():
+                return version
+            for kind, item in events(response):
+                if kind == "ERROR":
+                    raise HubProblem(f"the Lease watch failed: {message(item)}")
+                now = time.monotonic()
+                seen = (item.get("metadata") or {}).get("resourceVersion")
+                version = seen if isinstance(seen, str) and seen else version
+                with self._lock:
+                    self._heard_at = now
+                    name = _name(item)
+                    if kind == "DELETED" and name:
+                        self._peers.pop(name, None)
+                    elif kind != "BOOKMARK" and name:
+                        self._observe(item, now)
+                    self._lock.notify_all()
+        finally:
+            self._watch_response = None
+            if self._stop.is_set():
+                response.close()  # its connection too: the hub sees the watch go at once
+            else:
+                response.release_conn()
+        return version
+
+    def _observe(self, item: dict[str, Any], now: float) -> None:
+        """Note a peer's Lease (called with the lock held); this replica's own is only heard."""
+        name = _name(item)
+        if not name or name == self.lease_name:
+            return
+        spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+        holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else ""
+        duration = spec.get("leaseDurationSeconds")
+        duration = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and duration > 0 else self.lease_duration
+        annotations = (item.get("metadata") or {}).get("annotations") or {}
+        url = annotations.get(STATUS_ANNOTATION, "") if isinstance(annotations, dict) else ""
+        version = str((item.get("metadata") or {}).get("resourceVersion") or "")
+        known = self._peers.get(name)
+        renew = spec.get("renewTime")
+        if known is None or known.holder != holder or known.renew_time != renew:
+            self._peers[name] = _Peer(name, holder, renew, duration, version, str(url), now)
+        else:
+            known.duration, known.resource_version, known.status_url = duration, version, str(url)
+
+    # -- the judge -----------------------------------------------------------------------------
+
+    def _judge_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                now = time.monotonic()
+                view = self._view(now)
+                before = self._membership
+                changed = (view.members, view.claiming, view.fresh) != (before.members, before.claiming, before.fresh)
+                if changed:
+                    self._membership = view
+                    self._lock.notify_all()
+                wake = self._next_wake(now)
+            if changed:
+                self._publish(view, before)
+            with self._lock:
+                if not self._stop.is_set():
+                    self._lock.wait(max(0.001, wake - time.monotonic()))
+
+    def _view(self, now: float) -> Membership:
+        fresh = now - self._renewed_at < self.renew_deadline and now - self._heard_at < self.renew_deadline and not self._stop.is_set()
+        claiming = fresh and now >= self._settled_at
+        live = {p.holder: p.status_url for p in self._peers.values() if p.alive(now)}
+        live.pop(self.identity, None)  # a Lease of ours left from before is not a peer
+        if claiming:
+            live[self.identity] = self.status_url
+        before = self._membership
+        gone = set(before.members) - set(live) - {self.identity}
+        if set(live) - set(before.members) - {self.identity}:
+            reason = "joined"
+        elif gone:
+            # Expired: its Lease is still held, only not renewed in time; otherwise it was
+            # released (holder emptied) or its Lease deleted.
+            held = {p.holder for p in self._peers.values()}
+            reason = "expired" if gone & held else "released"
+        elif claiming != before.claiming:
+            reason = "fresh" if claiming else "stale"
+        else:
+            reason = before.reason
+        return Membership(self.identity, tuple(sorted(live)), claiming=claiming, fresh=fresh, reason=reason, status_urls=live)
+
+    def _next_wake(self, now: float) -> float:
+        moments = [now + self.retry_interval, self._renewed_at + self.renew_deadline, self._heard_at + self.renew_deadline, self._settled_at]
+        moments += [p.dies_at() for p in self._peers.values()]
+        upcoming = [m for m in moments if m > now]
+        return min(upcoming) if upcoming else now + self.retry_interval
+
+    def _publish(self, view: Membership, before: Membership) -> None:
+        self.handovers[view.reason] += 1
+        _log.info(
+            "shard membership changed", reason=view.reason, members=len(view.members), claiming=view.claiming, was=len(before.members)
+        )
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            try:
+                callback(view)
+            except Exception as exc:  # noqa: BLE001 - one subscriber's bug must not stop the judge
+                _log.warning("shard subscriber failed", error=_short(exc))
+
+    def _clean_loop(self) -> None:
+        """Delete departed peers' Leases, in its own thread: a hub slow to answer a delete must
+        not hold up judging who is alive."""
+        while not self._stop.is_set():
+            with self._lock:
+                now = time.monotonic()
+                departed = [(p.name, p.resource_version) for p in self._peers.values() if not p.alive(now) and p.resource_version]
+            for name, version in departed:
+                self._clean(name, version)
+            with self._lock:
+                if not self._stop.is_set():
+                    self._lock.wait(self.retry_interval)
+
+    def _clean(self, name: str, version: str) -> None:
+        """Delete a departed peer's Lease, only if it is still the version judged departed."""
+        try:
+            status, _ = self._api_for_cleanup().delete(name, version, self.retry_interval)
+        except Exception as exc:  # noqa: BLE001 - another replica may clean it; try again later
+            _log.info("shard could not delete a departed Lease", lease=name, error=_short(exc))
+            return
+        with self._lock:
+            peer = self._peers.get(name)
+            if status in (200, 404) and peer is not None and peer.resource_version == version:
+                del self._peers[name]
+            elif status == 409 and peer is not None and peer.resource_version == version:
+                peer.resource_version = ""  # changed since: the watch will say how
+        if status == 200:
+            self.cleaned += 1
+
+    def _api_for_cleanup(self) -> LeaseAPI:
+        if self._cleanup_api is None or self._connector.stale():
+            self._cleanup_api = self._api()
+        return self._cleanup_api
+
+
+def _name(item: dict[str, Any]) -> str:
+    name = (item.get("metadata") or {}).get("name") if isinstance(item.get("metadata"), dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def default_identity() -> str:
+    """The pod name (``POD_NAME``, else the host name) made a DNS label, plus ``-`` and five
+    random characters: a pod restarted under the same name joins as a new member."""
+    base = os.environ.get("POD_NAME") or socket.gethostname() or "cpcreds"
+    base = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")[:40].strip("-") or "cpcreds"
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+    return f"{base}-{suffix}"

@@ -1,0 +1,285 @@
+"""cpcreds.shard: replicas split keys over Leases on the hub fake (short leases: 1 s / 0.6 s /
+0.2 s), and rendezvous hashing moves only the keys a joining member wins."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpcreds import HubOptions
+from cpcreds.errors import ConfigError
+from cpcreds.shard import Shard, assign, owner
+from cpcreds.shard.leases import micro_time
+from cpcreds.shard.membership import GROUP_LABEL, STATUS_ANNOTATION
+from tests.fakes.fixtures import HUB_TOKEN
+from tests.fakes.hub import HubServer, lease
+from tests.fleet_harness import until
+
+NAMESPACE = "cpcreds-system"
+LEASE, RENEW, RETRY = 1.0, 0.6, 0.2
+KEYS = [f"team-{i % 7}/cluster-{i}" for i in range(3000)]
+MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+@pytest.fixture
+def make_shard(hub: HubServer, tmp_path: Path) -> Iterator[Callable[..., Shard]]:
+    """``make_shard(identity, token=HUB_TOKEN, **knobs)``: a started Shard with short leases;
+    every one is stopped after the test."""
+    made: list[Shard] = []
+
+    def make(identity: str, *, token: str = HUB_TOKEN, start: bool = True, **knobs: Any) -> Shard:
+        kubeconfig = hub.write_kubeconfig(tmp_path / f"{identity}.kubeconfig", token)
+        settings_ = {"lease_duration": LEASE, "renew_deadline": RENEW, "retry_interval": RETRY, **knobs}
+        shard = Shard(HubOptions(kubeconfig=kubeconfig, timeout=5), namespace=NAMESPACE, identity=identity, status_url=f"https://{identity}.test", **settings_)
+        made.append(shard)
+        return shard.start() if start else shard
+
+    yield make
+    for shard in made:
+        shard.stop()
+
+
+def settled(shards: list[Shard]) -> Callable[[], bool]:
+    """Every shard claims and sees exactly these members."""
+    names = tuple(sorted(s.identity for s in shards))
+    return lambda: all(s.claiming() and s.membership.members == names for s in shards)
+
+
+def owners_of(key: str, shards: list[Shard]) -> list[str]:
+    return [s.identity for s in shards if s.owns(key)]
+
+
+def test_every_key_has_exactly_one_owner_and_the_shares_are_even(make_shard: Callable[..., Shard]) -> None:
+    shards = [make_shard(name) for name in ("alpha", "bravo", "charlie")]
+    until(settled(shards), timeout=5, what="three members")
+    shares = {s.identity: 0 for s in shards}
+    for key in KEYS:
+        owners = owners_of(key, shards)
+        assert len(owners) == 1, (key, owners)
+        shares[owners[0]] += 1
+    assert all(850 <= count <= 1150 for count in shares.values()), shares
+    assert shards[0].membership.status_urls == {s.identity: f"https://{s.identity}.test" for s in shards}
+
+
+def test_a_member_stopped_gracefully_hands_over_its_keys_within_one_renew_interval(make_shard: Callable[..., Shard]) -> None:
+    alpha, bravo, charlie = (make_shard(name) for name in ("alpha", "bravo", "charlie"))
+    until(settled([alpha, bravo, charlie]), timeout=5, what="three members")
+    charlie.stop()
+    took = until(settled([alpha, bravo]), timeout=LEASE, what="the handover")
+    assert took < RETRY
+    assert alpha.membership.reason == "released"
+    assert all(len(owners_of(key, [alpha, bravo, charlie])) == 1 for key in KEYS[:500])
+
+
+def test_a_stalled_member_stops_owning_before_its_peers_take_over_and_gets_its_keys_back(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    shards = [make_shard(name) for name in ("alpha", "bravo", "charlie")]
+    alpha, bravo, charlie = shards
+    until(settled(shards), timeout=5, what="three members")
+    before = {key: owners_of(key, shards) for key in KEYS}
+    doubles: list[tuple[str, list[str]]] = []
+    moments: dict[str, float] = {}
+
+    def check(view: Any) -> None:
+        # At every membership event: no key is owned by two members that both hold it fresh.
+        now = time.monotonic()
+        if view.identity == "charlie" and not view.claiming:
+            moments.setdefault("charlie stale", now)
+        if view.identity != "charlie" and "charlie" not in view.members:
+            moments.setdefault(f"{view.identity} took over", now)
+        for key in KEYS[::5]:
+            owners = owners_of(key, shards)
+            if len(owners) > 1:
+                doubles.append((key, owners))
+
+    for shard in shards:
+        shard.subscribe(check)
+    release = hub.stall_lease_writes(NAMESPACE, charlie.lease_name)
+    stalled_at = time.monotonic()
+    until(settled([alpha, bravo]), timeout=3 * LEASE, what="the takeover")
+    assert not charlie.fresh() and not any(charlie.owns(key) for key in KEYS)
+    assert moments["charlie stale"] < moments["alpha took over"] and moments["charlie stale"] < moments["bravo took over"]
+    assert moments["charlie stale"] - stalled_at <= RENEW + RETRY + 0.1
+    assert moments["alpha took over"] - stalled_at <= LEASE + RENEW + 0.2
+    assert all(len(owners_of(key, shards)) == 1 for key in KEYS[::3])
+
+    release.set()
+    until(settled(shards), timeout=3 * LEASE, what="charlie back")
+    assert {key: owners_of(key, shards) for key in KEYS} == before
+    assert doubles == []
+
+
+def test_a_member_added_takes_only_the_keys_it_wins(make_shard: Callable[..., Shard]) -> None:
+    alpha, bravo = make_shard("alpha"), make_shard("bravo")
+    until(settled([alpha, bravo]), timeout=5, what="two members")
+    before = {key: owners_of(key, [alpha, bravo]) for key in KEYS}
+    charlie = make_shard("charlie")
+    took = until(settled([alpha, bravo, charlie]), timeout=5, what="three members")
+    assert took < 2 * RETRY + 0.3  # the newcomer waits one renew interval, then claims
+    after = {key: owners_of(key, [alpha, bravo, charlie]) for key in KEYS}
+    moved = [key for key in KEYS if after[key] != before[key]]
+    assert all(after[key] == ["charlie"] for key in moved)
+    assert 0.25 < len(moved) / len(KEYS) < 0.42
+    assert alpha.membership.reason == "joined"
+
+
+def test_lease_times_have_six_fractional_digits_even_on_a_whole_second(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    assert micro_time(1795600000.0) == "2026-11-25T09:46:40.000000Z"
+    shard = make_shard("alpha")
+    until(settled([shard]), timeout=5, what="one member")
+    until(lambda: shard.renewals["renewed"] >= 2, timeout=2, what="two renewals")
+    stored = hub.leases(NAMESPACE)[shard.lease_name]
+    spec = stored["spec"]
+    assert MICRO_TIME.fullmatch(spec["renewTime"]) and MICRO_TIME.fullmatch(spec["acquireTime"])
+    assert spec["holderIdentity"] == "alpha" and spec["leaseDurationSeconds"] == 1
+    assert stored["metadata"]["labels"] == {GROUP_LABEL: "cpcreds"}
+    assert stored["metadata"]["annotations"] == {STATUS_ANNOTATION: "https://alpha.test"}
+    assert shard.renewals["failed"] == 0  # the fake answers 400 to any other time format
+
+
+def test_a_conflict_is_read_again_and_retried(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    shard = make_shard("alpha")
+    until(settled([shard]), timeout=5, what="one member")
+    stored = hub.leases(NAMESPACE)[shard.lease_name]
+    hub.update(stored)  # someone else wrote it: our resourceVersion is old now
+    renewed = shard.renewals["renewed"]
+    until(lambda: shard.renewals["renewed"] > renewed + 1, timeout=2, what="renewals after the conflict")
+    assert shard.renewals["conflict"] >= 1 and shard.renewals["failed"] == 0
+    assert shard.fresh()
+
+
+def test_the_expired_lease_of_a_departed_replica_is_deleted(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    gone = lease(NAMESPACE, "cpcreds-gone-12345", "gone-12345", renew_time="2026-01-01T00:00:00.000000Z", duration=1, labels={GROUP_LABEL: "cpcreds"})
+    hub.create(gone)
+    other_group = lease(NAMESPACE, "other-x", "x", renew_time="2026-01-01T00:00:00.000000Z", duration=1, labels={GROUP_LABEL: "other"})
+    hub.create(other_group)
+    shard = make_shard("alpha")
+    # Judged on this machine's clock: the peer counts as alive for one lease duration from when
+    # it is first seen, whatever its renewTime says (clocks may disagree).
+    until(lambda: "gone-12345" in shard.membership.members or not hub.leases(NAMESPACE).get("cpcreds-gone-12345"), timeout=2, what="the peer seen")
+    until(lambda: "cpcreds-gone-12345" not in hub.leases(NAMESPACE), timeout=LEASE + 1, what="the departed Lease deleted")
+    assert shard.cleaned == 1
+    assert "other-x" in hub.leases(NAMESPACE)  # another group's Lease is not ours to judge
+    until(settled([shard]), timeout=2, what="alone")
+
+
+def test_without_the_lease_verbs_the_replica_is_never_fresh(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    hub.grant("read-only", verbs=["get", "list", "watch"])
+    shard = make_shard("alpha", token="read-only")
+    until(lambda: shard.renewals["failed"] >= 1, timeout=2, what="a refused renewal")
+    assert not shard.fresh() and not shard.owns(KEYS[0])
+    assert "403" in shard.problem and "read-only" not in shard.problem
+
+
+def test_a_graceful_stop_releases_the_lease(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    shard = make_shard("alpha")
+    until(settled([shard]), timeout=5, what="one member")
+    shard.stop()
+    stored = hub.leases(NAMESPACE).get(shard.lease_name)
+    assert stored is not None and stored["spec"]["holderIdentity"] == ""
+    assert shard.renewals["released"] == 1 and not shard.fresh()
+
+
+def test_changes_yield_the_view_then_every_change_until_stopped(make_shard: Callable[..., Shard]) -> None:
+    shard = make_shard("alpha")
+
+    async def follow() -> list[tuple[str, bool]]:
+        seen = []
+        async for view in shard.changes():
+            seen.append((view.reason, view.claiming))
+            if view.claiming:
+                await asyncio.to_thread(shard.stop)
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(follow(), 5))
+    assert seen[-1] == ("stopped", False)
+    assert ("fresh", True) in seen or ("joined", True) in seen
+
+
+def test_a_hundred_thousand_keys_are_assigned_off_the_event_loop(make_shard: Callable[..., Shard]) -> None:
+    shard = make_shard("alpha")
+    until(settled([shard]), timeout=5, what="one member")
+    keys = [f"ns-{i % 50}/c-{i}" for i in range(100_000)]
+
+    async def main() -> tuple[Any, int]:
+        ticks = 0
+        task = asyncio.create_task(shard.assign(keys))
+        while not task.done():
+            ticks += 1
+            await asyncio.sleep(0.005)
+        return task.result(), ticks
+
+    assignment, ticks = asyncio.run(main())
+    assert assignment.shares() == {"alpha": 100_000} and assignment.seconds > 0
+    assert ticks > 2  # the loop kept running while the assignment was computed
+
+
+def test_invalid_settings_are_config_errors(hub: HubServer, tmp_path: Path) -> None:
+    options = HubOptions(kubeconfig=hub.write_kubeconfig(tmp_path / "k", HUB_TOKEN))
+    for knobs in (
+        {"namespace": "Not_A_Namespace"},
+        {"namespace": "ns", "group": "no spaces"},
+        {"namespace": "ns", "lease_duration": 10, "renew_deadline": 10},
+        {"namespace": "ns", "retry_interval": 0},
+        {"namespace": "ns", "identity": "UPPER/slash"},
+    ):
+        with pytest.raises(ConfigError):
+            Shard(options, **knobs)
+
+
+def test_the_default_identity_is_the_pod_name_and_a_random_suffix(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAME", "cpcreds-7d9f8-abcde")
+    options = HubOptions(kubeconfig=hub.write_kubeconfig(tmp_path / "k", HUB_TOKEN))
+    first, second = Shard(options, namespace="ns"), Shard(options, namespace="ns")
+    assert re.fullmatch(r"cpcreds-7d9f8-abcde-[a-z0-9]{5}", first.identity)
+    assert first.identity != second.identity
+    assert (first.lease_duration, first.renew_deadline, first.retry_interval) == (15.0, 10.0, 2.0)
+
+
+# -- rendezvous hashing ------------------------------------------------------------------------
+
+_members = st.sets(st.text(st.characters(codec="utf-8"), min_size=1, max_size=12), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(members=_members, newcomer=st.text(min_size=1, max_size=12), keys=st.lists(st.text(max_size=30), min_size=1, max_size=200, unique=True))
+def test_a_joining_member_moves_only_the_keys_it_wins(members: set[str], newcomer: str, keys: list[str]) -> None:
+    if newcomer in members:
+        return
+    before = assign(keys, members).owners
+    after = assign(keys, members | {newcomer}).owners
+    for key in keys:
+        assert after[key] in (before[key], newcomer)
+        assert after[key] == owner(key, members | {newcomer})
+
+
+@settings(max_examples=60, deadline=None)
+@given(members=_members, keys=st.lists(st.text(max_size=30), min_size=1, max_size=200, unique=True))
+def test_a_leaving_member_hands_only_its_own_keys_over(members: set[str], keys: list[str]) -> None:
+    leaving = sorted(members)[0]
+    before = assign(keys, members).owners
+    after = assign(keys, members - {leaving}).owners
+    for key in keys:
+        if before[key] != leaving:
+            assert after[key] == before[key]
+
+
+def test_the_assignment_is_the_same_in_every_process() -> None:
+    script = "import json; from cpcreds.shard import assign; print(json.dumps(assign([f'ns/c{i}' for i in range(300)], ['a', 'b', 'c']).owners))"
+    answers = [
+        json.loads(subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True).stdout)
+        for seed in ("1", "2")
+    ]
+    assert answers[0] == answers[1] == dict(assign([f"ns/c{i}" for i in range(300)], ["a", "b", "c"]).owners)
