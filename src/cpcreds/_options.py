@@ -324,7 +324,7 @@ def _convert(spec: OptionSpec, kind: Any, value: Any) -> Any:
 def _number(kind: type, value: Any) -> int | float:
     word = "a whole number" if kind is int else "a number"
     if isinstance(value, bool):
-        raise ValueError(f"must be {word}, not true or false")
+        raise ValueError(f"must be {word}, not {type_name(value)}")
     if isinstance(value, str):
         try:
             return kind(value.strip())

@@ -359,9 +359,9 @@ def test_each_socket_gets_its_own_client(monkeypatch) -> None:
         ({"socket": "unix://host/agent.sock"}, "field options.socket: must be unix:///path/to/socket (no host part) or an absolute path"),
         ({"socket": "/" + "s" * 200}, "field options.socket: is longer than a unix socket path may be (107 bytes)"),
         ({"spiffeId": "not-a-spiffe-id"}, "field options.spiffeId: must be a SPIFFE ID such as spiffe://example.org/workload"),
-        ({"timeout": "5 minutes"}, "field options.timeout: '5 minutes' is not a duration such as 30s, 2m or 1h30m"),
+        ({"timeout": "5 minutes"}, "field options.timeout: must be a duration such as 30s, 2m or 1h30m"),
         ({"timeout": "2h"}, "field options.timeout: must be longer than zero and at most 1h"),
-        ({"audiences": "k8s"}, "field options.audiences: is not a known field"),
+        ({"audiences": "k8s"}, "field options.audiences: is not a known field; did you mean 'audience'?"),
     ],
 )
 def test_bad_options_are_config_errors_naming_the_option(registry, options, message) -> None:

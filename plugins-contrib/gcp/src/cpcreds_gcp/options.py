@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from cpcreds.sdk import parse_duration
+from cpcreds.sdk import Duration, Options, option
 
 __all__ = ["GcpOptions", "DEFAULT_SCOPES", "DEFAULT_IAM_ENDPOINT", "MAX_LIFETIME_SECONDS"]
 
@@ -56,7 +54,47 @@ def _check_account(value: str, what: str) -> str:
     return value
 
 
-class GcpOptions(BaseModel):
+def _scopes(value: Any) -> tuple[str, ...]:
+    scopes = _split(value, "scope")
+    if not scopes:
+        raise ValueError("must name at least one scope")
+    for scope in scopes:
+        if not _SCOPE.fullmatch(scope):
+            raise ValueError("each scope must be printable ASCII without spaces, quotes or commas, at most 512 characters")
+    return tuple(dict.fromkeys(scopes))  # in order, without repeats
+
+
+def _file(value: Path) -> Path:
+    if not str(value).strip():
+        raise ValueError("must not be empty")
+    return value.expanduser()
+
+
+def _target(value: str) -> str:
+    return _check_account(value, "the value")
+
+
+def _delegates(value: Any) -> tuple[str, ...]:
+    chain = []
+    for item in _split(value, "service account"):
+        # IAM wants projects/-/serviceAccounts/<email>; users write the email.
+        account = item[len(_DELEGATE_PREFIX) :] if item.startswith(_DELEGATE_PREFIX) else item
+        chain.append(_DELEGATE_PREFIX + _check_account(account, "each delegate"))
+    return tuple(chain)
+
+
+def _whole_seconds(seconds: float) -> int:
+    return int(-(-seconds // 1))  # IAM takes whole seconds; round up
+
+
+def _endpoint(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError("must be an http(s) URL such as https://iamcredentials.googleapis.com")
+    return value.rstrip("/")
+
+
+class GcpOptions(Options):
     """Google OAuth access tokens, as ``gke-gcloud-auth-plugin --use_application_default_credentials``
     gives them: from ``credentialsFile``, else application default credentials
     (GOOGLE_APPLICATION_CREDENTIALS, gcloud's well-known file, the metadata server), optionally
@@ -64,104 +102,46 @@ class GcpOptions(BaseModel):
     application default credentials with gke-gcloud-auth-plugin's scopes. The flag
     ``--use_application_default_credentials`` is accepted and changes nothing."""
 
-    # This docstring and each field's description are what `cpcreds-gcp --help` shows.
+    # This docstring and each option's description are what `cpcreds-gcp --help` shows.
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    scopes: tuple[str, ...] = Field(default=DEFAULT_SCOPES, description="OAuth scopes of the access token (a flag also takes a,b).")
-    credentials_file: Path | None = Field(
-        default=None,
-        alias="credentialsFile",
+    scopes: tuple[str, ...] = option(DEFAULT_SCOPES, parse=_scopes, description="OAuth scopes of the access token (a flag also takes a,b).")
+    credentials_file: Path | None = option(
+        None,
+        names=("credentialsFile",),
+        check=_file,
         description="A credentials JSON file to use instead of looking for application default credentials.",
     )
-    impersonate_service_account: str | None = Field(
-        default=None,
-        alias="impersonateServiceAccount",
+    impersonate_service_account: str | None = option(
+        None,
+        names=("impersonateServiceAccount",),
+        check=_target,
         description="Exchange the found credentials for a token of this service account (its email or unique ID; IAM Credentials API).",
     )
-    delegates: tuple[str, ...] = Field(
-        default=(), description="The delegation chain from the found identity to impersonateServiceAccount (a flag also takes a,b)."
+    delegates: tuple[str, ...] = option(
+        (), parse=_delegates, description="The delegation chain from the found identity to impersonateServiceAccount (a flag also takes a,b)."
     )
-    #: Whole seconds once validated.
-    lifetime: int | None = Field(
-        default=None,
+    #: Whole seconds once read.
+    lifetime: Duration | None = option(
+        None,
+        min=1,
+        max=MAX_LIFETIME_SECONDS,
+        check=_whole_seconds,
         description="Lifetime of an impersonated token (30m, 1h), at most 12h. Unset: 1h.",
-        json_schema_extra={"format": "duration"},
     )
-    iam_endpoint: str = Field(
-        default=DEFAULT_IAM_ENDPOINT,
-        alias="iamEndpoint",
+    iam_endpoint: str = option(
+        DEFAULT_IAM_ENDPOINT,
+        names=("iamEndpoint",),
+        check=_endpoint,
         description="Base URL of the IAM Credentials API (a private or regional endpoint).",
     )
 
-    @field_validator("scopes", mode="before")
-    @classmethod
-    def _scopes(cls, value: Any) -> tuple[str, ...]:
-        scopes = _split(value, "scope")
-        if not scopes:
-            raise ValueError("must name at least one scope")
-        for scope in scopes:
-            if not _SCOPE.fullmatch(scope):
-                raise ValueError("each scope must be printable ASCII without spaces, quotes or commas, at most 512 characters")
-        return tuple(dict.fromkeys(scopes))  # in order, without repeats
-
-    @field_validator("credentials_file", mode="before")
-    @classmethod
-    def _file(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("must not be empty")
-            return Path(value).expanduser()
-        return value
-
-    @field_validator("impersonate_service_account", mode="before")
-    @classmethod
-    def _target(cls, value: Any) -> Any:
-        if value is None or not isinstance(value, str):
-            return value
-        return _check_account(value, "the value")
-
-    @field_validator("delegates", mode="before")
-    @classmethod
-    def _delegates(cls, value: Any) -> tuple[str, ...]:
-        chain = []
-        for item in _split(value, "service account"):
-            # IAM wants projects/-/serviceAccounts/<email>; users write the email.
-            account = item[len(_DELEGATE_PREFIX) :] if item.startswith(_DELEGATE_PREFIX) else item
-            chain.append(_DELEGATE_PREFIX + _check_account(account, "each delegate"))
-        return tuple(chain)
-
-    @field_validator("lifetime", mode="before")
-    @classmethod
-    def _lifetime(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            raise ValueError("must be a duration such as 30m or 1h")
-        seconds = float(value) if isinstance(value, (int, float)) else parse_duration(value)
-        if not 1 <= seconds <= MAX_LIFETIME_SECONDS:
-            raise ValueError("must be between 1s and 12h")
-        return int(-(-seconds // 1))  # IAM takes whole seconds; round up
-
-    @field_validator("iam_endpoint", mode="before")
-    @classmethod
-    def _endpoint(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        parts = urlsplit(value)
-        if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment or "@" in parts.netloc:
-            raise ValueError("must be an http(s) URL such as https://iamcredentials.googleapis.com")
-        return value.rstrip("/")
-
-    @model_validator(mode="after")
-    def _impersonation_only(self) -> GcpOptions:
+    def check_options(self) -> None:
         if self.impersonate_service_account is None:
             given = [name for name, set_ in (("delegates", bool(self.delegates)), ("lifetime", self.lifetime is not None),
                                              ("iamEndpoint", self.iam_endpoint != DEFAULT_IAM_ENDPOINT)) if set_]
             if given:
                 verb = "applies" if len(given) == 1 else "apply"
                 raise ValueError(f"{' and '.join(given) if len(given) < 3 else ', '.join(given)} {verb} only with impersonateServiceAccount")
-        return self
 
     def impersonation_url(self) -> str | None:
         """The generateAccessToken URL for ``impersonateServiceAccount``, or ``None``."""

@@ -81,7 +81,7 @@ class GcpProvider:
     options_model = GcpOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = GcpOptions.model_validate(dict(options))
+        self.options = GcpOptions.read(options)
         # Guards everything below, and the refresh itself: one refresh at a time per provider.
         self._lock = threading.Lock()
         self._source: Source | None = None

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
-
-from cpcreds.sdk import parse_duration, type_name
+from cpcreds.sdk import Duration, Options, option, parse_duration, type_name
 
 __all__ = ["SpireOptions", "parse_audience", "workload_address", "MAX_AUDIENCES", "MAX_AUDIENCE_CHARS"]
 
@@ -73,7 +71,37 @@ def workload_address(value: Any) -> str:
     return "unix://" + "/" + path.lstrip("/")
 
 
-class SpireOptions(BaseModel):
+def _spiffe_id(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {type_name(value)}")
+    from spiffe.spiffe_id.spiffe_id import SpiffeId  # only when a spiffeId is given
+    from spiffe.errors import PySpiffeError
+
+    problem = None
+    try:
+        return str(SpiffeId(value))
+    except (PySpiffeError, ValueError):
+        # Not shown: the library quotes the value, and the message is ours to word.
+        problem = "must be a SPIFFE ID such as spiffe://example.org/workload"
+    raise ValueError(problem)
+
+
+def _timeout(value: Any) -> float | None:
+    # Go's `-timeout 0` (the SPIFFE exec plugin's spelling) means no limit of its own.
+    if value in ("0", 0) and not isinstance(value, bool):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    except ValueError:
+        raise ValueError("must be a duration such as 30s, 2m or 1h30m") from None
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError("must be longer than zero and at most 1h")
+    return seconds
+
+
+class SpireOptions(Options):
     """A JWT-SVID from the SPIFFE Workload API (a SPIRE agent) for the cluster's audience; its
     ``exp`` is the credential's expiry. The audience comes from the ``audience`` option, else
     ``audience`` in the ClusterProfile's ``client.authentication.k8s.io/exec`` extension, else
@@ -83,67 +111,27 @@ class SpireOptions(BaseModel):
     jwt``, so its flags carry over to ``cpcreds-spire``.
     """
 
-    # This docstring and each field's description are what `cpcreds-spire --help` shows; unknown
+    # This docstring and each option's description are what `cpcreds-spire --help` shows; unknown
     # keys are errors.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    audience: tuple[str, ...] | None = Field(
-        default=None, description="An audience, or several (a repeated flag): all go into the token's aud."
+    audience: tuple[str, ...] | None = option(
+        None, parse=parse_audience, description="An audience, or several (a repeated flag): all go into the token's aud."
     )
-    socket: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("socket", "socketPath"),
+    socket: str | None = option(
+        None,
+        names=("socket", "socketPath"),
+        parse=workload_address,
         description="The Workload API socket: unix:///path/to/agent.sock or /path/to/agent.sock.",
     )
-    spiffe_id: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("spiffeId", "spiffeID"),
+    spiffe_id: str | None = option(
+        None,
+        names=("spiffeId", "spiffeID"),
+        parse=_spiffe_id,
         description="Which SPIFFE ID's JWT-SVID to take when the workload has several.",
     )
     #: Seconds; None: only the entry's timeout bounds the call.
-    timeout: float | None = Field(
-        default=None,
+    timeout: Duration | None = option(
+        None,
+        parse=_timeout,
         description="The longest wait for the agent (30s), at most 1h and at most the entry's timeout; 0: no limit of its own.",
-        json_schema_extra={"format": "duration"},
     )
-
-    @field_validator("audience", mode="before")
-    @classmethod
-    def _audience(cls, value: Any) -> Any:
-        return None if value is None else parse_audience(value)
-
-    @field_validator("socket", mode="before")
-    @classmethod
-    def _socket(cls, value: Any) -> Any:
-        return None if value is None else workload_address(value)
-
-    @field_validator("spiffe_id", mode="before")
-    @classmethod
-    def _spiffe_id(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise ValueError(f"must be a string, not {type_name(value)}")
-        from spiffe import SpiffeId  # only when a spiffeId is given: loading the plugin needs none of spiffe
-        from spiffe.errors import PySpiffeError
-
-        problem = None
-        try:
-            return str(SpiffeId(value))
-        except (PySpiffeError, ValueError):
-            # Not shown: the library quotes the value, and the message is ours to word.
-            problem = "must be a SPIFFE ID such as spiffe://example.org/workload"
-        raise ValueError(problem)
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any) -> Any:
-        # Go's `-timeout 0` (the SPIFFE exec plugin's spelling) means no limit of its own.
-        if value is None or value in ("0", 0):
-            return None
-        seconds = parse_duration(value)
-        if not 0 < seconds <= MAX_TIMEOUT:
-            raise ValueError("must be longer than zero and at most 1h")
-        return seconds
-

@@ -42,7 +42,7 @@ class SpireProvider:
     options_model = SpireOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = SpireOptions.model_validate(dict(options))
+        self.options = SpireOptions.read(options)
         self._workload = WorkloadClients()
 
     def get_credential(self, plan: AccessPlan) -> Credential:
