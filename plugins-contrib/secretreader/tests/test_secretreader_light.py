@@ -18,8 +18,8 @@ from tests.fakes.hub import HubServer, secret  # noqa: E402
 from tests.fakes.processes import imported_modules  # noqa: E402
 
 #: Never needed to answer once from a plain hub kubeconfig (the kubernetes client reads only the
-#: kubeconfigs the plain reading leaves to it; pydantic still words the options models).
-NOT_NEEDED = {"structlog", "prometheus_client", "pydantic_settings", "kubernetes"}
+#: kubeconfigs the plain reading leaves to it; the options are read without pydantic).
+NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "kubernetes"}
 
 
 def loaded_by(argv: list[str], stdin: bytes = b"", **env: str) -> set[str]:

@@ -18,7 +18,7 @@ from tests.fakes.processes import imported_modules  # noqa: E402
 from tests.fakes.spire import DEFAULT_IDENTITY  # noqa: E402
 
 BIN = Path(sys.executable).parent
-NOT_NEEDED = {"structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
+NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
 
 
 def loaded_by(argv: list[str], **env: str) -> set[str]:
