@@ -32,9 +32,17 @@ def test_it_answers_in_the_api_version_asked_for(aws, user, spoke, run_command, 
     assert aws.verified == [(CLUSTER, user.arn)]
 
 
-def test_aws_cli_spelling_carries_over(aws, user, run_command) -> None:
-    # A kubeconfig's `aws eks get-token --cluster-name X --region R --output json` args, command swapped.
-    result = run_command([CPCREDS_AWS, "eks", "get-token", "--cluster-name", CLUSTER, "--region", "us-west-2", "--output", "json"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        # A kubeconfig's `aws eks get-token ...` args, command swapped.
+        ["eks", "get-token", "--cluster-name", CLUSTER, "--region", "us-west-2", "--output", "json"],
+        # Argo CD's `argocd-k8s-auth aws ...` args, command swapped.
+        ["aws", "--cluster-name", CLUSTER],
+    ],
+)
+def test_aws_cli_and_argocd_spellings_carry_over(aws, user, run_command, args) -> None:
+    result = run_command([CPCREDS_AWS, *args])
     assert result.returncode == 0, result.stderr
     token = json.loads(result.stdout)["status"]["token"]
     assert aws.authenticator(CLUSTER)(token)

@@ -13,21 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cpcreds.sdk import (
-    AccessPlan,
-    Credential,
-    CredentialProviderRequest,
-    CredentialProviderResponse,
-    ProviderError,
-    get_logger,
-    shown,
-)
+from cpcreds.sdk import Credential, ProviderError, get_logger, shown
 
 from .failures import describe
-from .kubelet import ecr_registry, image_response
 from .login import Login
 from .options import _CLUSTER_NAME, AwsOptions
 from .token import eks_token
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # an exec plugin's run loads neither the plan nor the KEP-2133 types
+    from cpcreds.sdk import AccessPlan, CredentialProviderRequest, CredentialProviderResponse
 
 __all__ = ["AwsProvider"]
 
@@ -69,6 +64,8 @@ class AwsProvider:
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
         """ECR's credentials for the image's registry (KEP-2133; see :mod:`cpcreds_aws.kubelet`).
         ``request.service_account_token`` is not used (the provider's own identity pulls)."""
+        from .kubelet import ecr_registry, image_response
+
         registry = ecr_registry(request.image)
         if registry is None:
             raise ProviderError(
