@@ -76,3 +76,48 @@ def test_the_dockerfile_installs_cpcreds_and_the_contrib_providers_from_the_lock
     entrypoint = json.loads(next(line for line in lines if line.startswith("ENTRYPOINT")).removeprefix("ENTRYPOINT"))
     assert entrypoint == ["cpcreds", "serve"]
     assert any(line.startswith("USER ") and line != "USER root" for line in lines)
+
+
+# -- several replicas (deploy/shard.yaml) -----------------------------------------------------
+
+
+def _shard_objects() -> dict[str, dict[str, Any]]:
+    documents = [d for d in yaml.safe_load_all((ROOT / "deploy" / "shard.yaml").read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
+
+
+def test_the_shard_manifests_are_the_lease_role_its_binding_and_a_disruption_budget() -> None:
+    objects = _shard_objects()
+    assert set(objects) == {"Role/cpcreds-shard-leases", "RoleBinding/cpcreds-shard-leases", "PodDisruptionBudget/cpcreds"}
+    role = objects["Role/cpcreds-shard-leases"]
+    assert role["metadata"]["namespace"] == "cpcreds-system"
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "delete"]}]
+    binding = objects["RoleBinding/cpcreds-shard-leases"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cpcreds-shard-leases"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cpcreds", "namespace": "cpcreds-system"}]
+    budget = objects["PodDisruptionBudget/cpcreds"]["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert budget["selector"]["matchLabels"] == _objects()["Deployment/cpcreds"]["spec"]["selector"]["matchLabels"]
+
+
+def test_the_lease_role_is_all_a_replica_needs(hub: Any, tmp_path: Path) -> None:
+    from cpcreds import HubOptions
+    from cpcreds.shard import Shard
+    from tests.fleet_harness import until
+
+    (rule,) = _shard_objects()["Role/cpcreds-shard-leases"]["rules"]
+    hub.grant("replica", namespaces=["cpcreds-system"], resources=rule["resources"], verbs=rule["verbs"])
+    options = HubOptions(kubeconfig=hub.write_kubeconfig(tmp_path / "hub.kubeconfig", "replica"), timeout=5)
+    shards = [Shard(options, namespace="cpcreds-system", identity=name, lease_duration=1, renew_deadline=0.6, retry_interval=0.2) for name in ("a", "b")]
+    try:
+        for shard in shards:
+            shard.start()
+        until(lambda: all(s.claiming() and s.membership.members == ("a", "b") for s in shards), timeout=5, what="two replicas")
+        shards[1].stop()  # releasing (update) and, on the other side, deleting the released Lease
+        until(lambda: shards[0].cleaned == 1, timeout=2, what="the released Lease deleted")
+        assert set(hub.leases("cpcreds-system")) == {shards[0].lease_name}
+        assert all(s.renewals["renewed"] > 0 for s in shards)
+        assert not [seen for seen in hub.requests if seen.status in (401, 403)]
+    finally:
+        for shard in shards:
+            shard.stop()
