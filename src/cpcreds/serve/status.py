@@ -85,7 +85,7 @@ class ProbeResult:
 class ClusterStatus:
     """The state of one profile. Written by the keeper (one event loop), read by HTTP threads
     through :class:`StatusBoard` snapshots. Setting ``state``, ``provider`` or ``expires_at`` of
-    a status on a board re-files it there (the keeper needs no call of its own)."""
+    a status on a board marks it for re-filing there (the keeper needs no call of its own)."""
 
     key: str
     origin: str
@@ -109,9 +109,8 @@ class ClusterStatus:
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
-        board = self._board
-        if board is not None and name in _INDEXED:
-            board._refile(self)
+        if name in _INDEXED and self._board is not None:
+            self._board._touch(self.key)
 
     def to_dict(self) -> dict[str, Any]:
         namespace, _, name = self.key.rpartition("/")
@@ -149,6 +148,16 @@ class _SortedIndex:
 
     def __len__(self) -> int:
         return self._len
+
+    @classmethod
+    def of(cls, items: list[Any]) -> _SortedIndex:
+        """An index of ``items`` (sorted here: one C sort instead of N insertions)."""
+        index = cls()
+        items.sort()
+        index._blocks = [items[i : i + cls._BLOCK] for i in range(0, len(items), cls._BLOCK)]
+        index._maxes = [block[-1] for block in index._blocks]
+        index._len = len(items)
+        return index
 
     def add(self, item: Any) -> None:
         self._len += 1
@@ -189,6 +198,11 @@ class _SortedIndex:
         yield from block[cut(block, item) :]
         for block in self._blocks[i + 1 :]:
             yield from block
+
+
+def _filing(status: ClusterStatus) -> tuple[str, str, float]:
+    """What a profile is filed under: (state, provider, expiry; +inf for none)."""
+    return status.state, status.provider or "", math.inf if status.expires_at is None else status.expires_at
 
 
 class BadQuery(ValueError):
@@ -247,6 +261,10 @@ class StatusBoard:
     _attention: _SortedIndex = field(default_factory=_SortedIndex)
     _filed: dict[str, tuple[str, str, float]] = field(default_factory=dict)
     _counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Keys changed since the indexes were last brought up to date. Filing is deferred to the
+    #: next reader: a profile's several changes in one fetch (state, expiry) are filed once,
+    #: and a first sync of 100,000 is filed in one sorted rebuild, not 100,000 insertions.
+    _dirty: set[str] = field(default_factory=set)
     #: Names this board's continue tokens: a token of another serve (or of this one before a
     #: restart) is refused as expired, not misread.
     _instance: str = field(default_factory=lambda: base64.urlsafe_b64encode(os.urandom(6)).decode())
@@ -258,31 +276,85 @@ class StatusBoard:
                 object.__setattr__(previous, "_board", None)  # a replaced status re-files nothing
             self._clusters[status.key] = status
             object.__setattr__(status, "_board", self)
-            self._refile(status)
+            self._dirty.add(status.key)
 
     def drop(self, key: str) -> None:
         with self._lock:
             status = self._clusters.pop(key, None)
             if status is not None:
                 object.__setattr__(status, "_board", None)
+                self._dirty.add(key)
+
+    def _touch(self, key: str) -> None:
+        with self._lock:
+            self._dirty.add(key)
+
+    def _file_changes(self) -> None:
+        """Bring the indexes and counts up to date (lock held): O(changes x log N), or one
+        sorted rebuild when a large share of the profiles changed."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = set()
+        if len(dirty) > 1000 and len(dirty) > len(self._clusters) // 4:
+            self._rebuild()
+            return
+        for key in dirty:
+            status = self._clusters.get(key)
+            if status is None:
                 self._unfile(key)
+            else:
+                self._refile(status)
+
+    def _rebuild(self) -> None:
+        filed = {key: _filing(status) for key, status in self._clusters.items()}
+        by: dict[str, list[str]] = {}
+        for key, (state, provider, _) in filed.items():
+            by.setdefault(f"state:{state}", []).append(key)
+            by.setdefault(f"provider:{provider}", []).append(key)
+        self._filed = filed
+        self._counts = Counter((state, provider) for state, provider, _ in filed.values())
+        self._index = {name: _SortedIndex.of(keys) for name, keys in by.items()}
+        self._index[""] = _SortedIndex.of(list(filed))
+        self._attention = _SortedIndex.of([(_RANK.get(state, len(_RANK)), expiry, key) for key, (state, _, expiry) in filed.items()])
 
     def _refile(self, status: ClusterStatus) -> None:
-        """File ``status`` under its current state, provider and expiry (O(log N))."""
+        """File ``status`` under its current state, provider and expiry: O(log N), and only the
+        indexes whose value changed are touched (a refresh moves it in the page's order only)."""
         key = status.key
-        filed = (status.state, status.provider or "", math.inf if status.expires_at is None else status.expires_at)
+        filed = _filing(status)
         with self._lock:
-            if self._clusters.get(key) is not status:
-                return  # a status the keeper has replaced: its late writes are not shown
-            if self._filed.get(key) == filed:
+            old = self._filed.get(key)
+            if old == filed:
                 return
-            self._unfile(key)
-            state, provider, expiry = filed
             self._filed[key] = filed
+            state, provider, expiry = filed
+            if old is None:
+                self._index_of("").add(key)
+            else:
+                self._counts[old[:2]] -= 1
+                if not self._counts[old[:2]]:
+                    del self._counts[old[:2]]
+                self._attention.remove((_RANK.get(old[0], len(_RANK)), old[2], key))
             self._counts[(state, provider)] += 1
-            for name in ("", f"state:{state}", f"provider:{provider}"):
-                self._index.setdefault(name, _SortedIndex()).add(key)
             self._attention.add((_RANK.get(state, len(_RANK)), expiry, key))
+            for at, name in ((0, "state:"), (1, "provider:")):
+                if old is None or old[at] != filed[at]:
+                    if old is not None:
+                        self._unindex(name + old[at], key)
+                    self._index_of(name + filed[at]).add(key)
+
+    def _index_of(self, name: str) -> _SortedIndex:
+        index = self._index.get(name)
+        if index is None:
+            index = self._index[name] = _SortedIndex()
+        return index
+
+    def _unindex(self, name: str, key: str) -> None:
+        index = self._index[name]
+        index.remove(key)
+        if not index and name:
+            del self._index[name]
 
     def _unfile(self, key: str) -> None:
         filed = self._filed.pop(key, None)
@@ -293,10 +365,7 @@ class StatusBoard:
         if not self._counts[(state, provider)]:
             del self._counts[(state, provider)]
         for name in ("", f"state:{state}", f"provider:{provider}"):
-            index = self._index[name]
-            index.remove(key)
-            if not index and name:
-                del self._index[name]
+            self._unindex(name, key)
         self._attention.remove((_RANK.get(state, len(_RANK)), expiry, key))
 
     def set_problem(self, origin: str, problem: str) -> None:
@@ -342,6 +411,7 @@ class StatusBoard:
             raise BadQuery("limit must be a positive number")
         after = self._decode(query) if query.continue_ else None
         with self._lock:
+            self._file_changes()
             items, more = self._walk(query, after)
             clusters = [self._shown(self._clusters[item if isinstance(item, str) else item[2]]) for item in items]
             token = self._encode(query, items[-1]) if more and items else None
@@ -413,6 +483,7 @@ class StatusBoard:
         """Profiles by state (every state, 0 included), kept as profiles change: O(states x providers)."""
         counts = dict.fromkeys(STATES, 0)
         with self._lock:
+            self._file_changes()
             for (state, _), n in self._counts.items():
                 counts[state] = counts.get(state, 0) + n
         return counts
@@ -421,6 +492,7 @@ class StatusBoard:
         """``{provider: {state: profiles}}`` (provider "" for profiles no provider matches)."""
         by_provider: dict[str, dict[str, int]] = {}
         with self._lock:
+            self._file_changes()
             for (state, provider), n in self._counts.items():
                 by_provider.setdefault(provider, {})[state] = n
         return dict(sorted(by_provider.items()))
