@@ -17,8 +17,9 @@ pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
 from tests.fakes.processes import imported_modules  # noqa: E402
 
 BIN = Path(sys.executable).parent
-#: Never needed to answer once: the options are a cpcreds.sdk.Options, read without pydantic.
-NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
+#: Never needed to answer once: the options are a cpcreds.sdk.Options, read without pydantic;
+#: HTTP is urllib3 without requests.
+NOT_NEEDED = {"pydantic", "pydantic_core", "requests", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
 
 
 def loaded_by(argv: list[str], stdin: bytes = b"", **env: str) -> set[str]:

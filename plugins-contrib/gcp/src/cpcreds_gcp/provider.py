@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import requests
-
 from cpcreds.sdk import (
     AccessPlan,
     Credential,
@@ -40,7 +38,7 @@ from .adc import Source, SourceError, find_source
 from .kubelet import image_response
 from .metadata import MAX_TOKEN_SECONDS, UnusableAnswer
 from .options import GcpOptions
-from .transport import Abort, BoundedRequest, Deadline, safe_summary
+from .transport import Abort, BoundedRequest, Deadline, Pools, safe_summary
 
 __all__ = ["GcpProvider"]
 
@@ -86,7 +84,7 @@ class GcpProvider:
         self._lock = threading.Lock()
         self._source: Source | None = None
         self._held: _Held | None = None
-        self._sessions: tuple[requests.Session, requests.Session] | None = None
+        self._pools = Pools()
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         deadline = Deadline(plan.timeout, margin=min(0.5, 0.1 * plan.timeout))
@@ -122,10 +120,7 @@ class GcpProvider:
         return image_response(token, refresh_at - time.time())
 
     def close(self) -> None:
-        with self._lock:
-            sessions, self._sessions = self._sessions, None
-        for session in sessions or ():
-            session.close()
+        self._pools.close()
 
     def _reusable(self, held: _Held, plan: AccessPlan) -> bool:
         # A plan that already has this token asks again because the engine wants a new one
@@ -139,11 +134,7 @@ class GcpProvider:
         return bool(credentials is not None and credentials.valid and time.time() < held.refresh_at)
 
     def _request(self, deadline: Deadline) -> BoundedRequest:
-        if self._sessions is None:
-            direct = requests.Session()
-            direct.trust_env = False  # no proxy for the link-local metadata server
-            self._sessions = (requests.Session(), direct)
-        return BoundedRequest(*self._sessions, deadline)
+        return BoundedRequest(self._pools, deadline)
 
     def _refresh(self, plan: AccessPlan, deadline: Deadline) -> _Held:
         request = self._request(deadline)

@@ -1,6 +1,10 @@
 """The HTTP transport google-auth uses here: every call bounded by the fetch's deadline, every
 answer bounded in size, and a record of what happened on the wire for error messages.
 
+HTTP is urllib3's (a ``requests`` session would cost ~50 ms of imports on every run of the
+console scripts): :class:`Pools` picks the proxy and the CA bundle from the environment as
+``requests`` (google-auth's usual transport) does, so a setup that worked with it still works.
+
 google-auth's exceptions quote response bodies (an endpoint may echo the assertion or the subject
 token), so the provider never shows them: it describes the failure from :class:`Exchange`
 records, which hold a status, an OAuth error code and a reason in our words, never a body.
@@ -9,6 +13,7 @@ records, which hold a status, an OAuth error code and a reason in our words, nev
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -18,11 +23,12 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import google.auth.transport
-import requests
+import urllib3
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProtocolError, ReadTimeoutError
 
 from cpcreds.sdk import redact_text
 
-__all__ = ["Deadline", "Exchange", "Abort", "BoundedRequest", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
+__all__ = ["Deadline", "Exchange", "Abort", "Pools", "BoundedRequest", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
 
 #: A token answer is a few KiB; anything much larger is not one.
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -139,6 +145,62 @@ def error_detail(body: bytes) -> str | None:
     return f"{code}: {description}" if description else code
 
 
+class Pools:
+    """The connections of one provider: urllib3 pools, direct or through the proxy the
+    environment names for a URL, reused across fetches. Thread-safe.
+
+    As ``requests`` does (with ``trust_env``): the proxy is ``HTTPS_PROXY``/``HTTP_PROXY`` (by
+    the URL's scheme) or ``ALL_PROXY``, upper or lower case, unless ``NO_PROXY`` names the host;
+    the CA bundle is ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else certifi's when it is
+    installed, else the system's. A direct call (the link-local metadata server) takes no proxy.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._managers: dict[str | None, urllib3.PoolManager] = {}
+
+    def for_url(self, url: str, *, direct: bool = False) -> urllib3.PoolManager:
+        proxy = None if direct else _proxy_for(url)
+        with self._lock:
+            manager = self._managers.get(proxy)
+            if manager is None:
+                options: dict[str, Any] = {"maxsize": 4, "retries": False, "ca_certs": _ca_bundle()}
+                manager = urllib3.ProxyManager(proxy, **options) if proxy else urllib3.PoolManager(**options)
+                self._managers[proxy] = manager
+        return manager
+
+    def close(self) -> None:
+        """Close every connection; later calls open new ones."""
+        with self._lock:
+            managers, self._managers = list(self._managers.values()), {}
+        for manager in managers:
+            manager.clear()
+
+
+def _proxy_for(url: str) -> str | None:
+    import urllib.request  # its environment reading is requests' too (getproxies, proxy_bypass)
+
+    proxies = urllib.request.getproxies_environment()
+    parts = urlsplit(url)
+    if not proxies or urllib.request.proxy_bypass_environment(parts.netloc, proxies):
+        return None
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if proxy and "://" not in proxy:
+        proxy = "http://" + proxy  # requests' reading of HTTPS_PROXY=host:port
+    return proxy or None
+
+
+def _ca_bundle() -> str | None:
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        if os.environ.get(name):
+            return os.environ[name]
+    try:
+        import certifi
+    except ImportError:
+        return None  # urllib3 then uses the system's CA store
+    return certifi.where()
+
+
 class _Response(google.auth.transport.Response):
     def __init__(self, status: int, headers: Mapping[str, str], data: bytes) -> None:
         self._status, self._headers, self._data = status, headers, data
@@ -171,11 +233,11 @@ class BoundedRequest(google.auth.transport.Request):
 
     :attr:`labels` names endpoints by shown URL (``token endpoint``, ``metadata server``; others
     are ``endpoint``). Hosts in :attr:`direct` (``host[:port]``, the metadata server) are called
-    through ``direct_session``, which ignores proxy settings; the others through ``session``.
+    without a proxy; the others through the proxy the environment names (see :class:`Pools`).
     """
 
-    def __init__(self, session: requests.Session, direct_session: requests.Session, deadline: Deadline) -> None:
-        self._session, self._direct_session, self._deadline = session, direct_session, deadline
+    def __init__(self, pools: Pools, deadline: Deadline) -> None:
+        self._pools, self._deadline = pools, deadline
         self.labels: dict[str, str] = {}
         self.direct: set[str] = set()
         self.exchanges: list[Exchange] = []
@@ -196,10 +258,6 @@ class BoundedRequest(google.auth.transport.Request):
     ) -> _Response:
         shown = shown_url(url)
         exchange = Exchange(self.labels.get(shown, "endpoint"), shown)
-        try:
-            session = self._direct_session if urlsplit(url).netloc in self.direct else self._session
-        except ValueError:
-            session = self._session
         remaining = self._deadline.remaining()
         if remaining <= 0:
             exchange.failure = f"not called: the {_seconds(self._deadline.seconds)} timeout had passed"
@@ -207,22 +265,38 @@ class BoundedRequest(google.auth.transport.Request):
         wait = remaining if timeout is None else max(0.001, min(float(timeout), remaining))
         response = None
         try:
-            response = session.request(
-                method, url, data=body, headers=dict(headers or {}), timeout=wait, stream=True, allow_redirects=False
+            pool = self._pools.for_url(url, direct=urlsplit(url).netloc in self.direct)
+            response = pool.request(
+                method,
+                url,
+                body=body,
+                headers=dict(headers or {}),
+                timeout=urllib3.Timeout(connect=wait, read=wait),
+                preload_content=False,
+                redirect=False,
+                retries=False,
             )
-        except requests.Timeout:
-            bounded_by_deadline = timeout is None or wait < float(timeout)
-            exchange.failure = (
-                f"did not answer within the {_seconds(self._deadline.seconds)} timeout" if bounded_by_deadline else f"did not answer within {_seconds(wait)}"
-            )
-        except requests.RequestException as exc:
+        except (ConnectTimeoutError, ReadTimeoutError) as exc:
+            if isinstance(exc, NewConnectionError):  # urllib3 files it under timeouts; it is not one
+                exchange.failure = _connection_problem(exc)
+            else:
+                bounded_by_deadline = timeout is None or wait < float(timeout)
+                exchange.failure = (
+                    f"did not answer within the {_seconds(self._deadline.seconds)} timeout" if bounded_by_deadline else f"did not answer within {_seconds(wait)}"
+                )
+        except (HTTPError, OSError, ValueError) as exc:  # ValueError: urllib3's LocationValueError
             exchange.failure = _connection_problem(exc)
         if response is None:
             self._abort(exchange)
-        with response:
+        try:
             data = self._read(response, exchange)
-        exchange.status = response.status_code
-        if not 200 <= response.status_code < 300:
+        except BaseException:
+            response.close()  # cut off or broken: a connection is never reused half-read
+            raise
+        finally:
+            response.release_conn()
+        exchange.status = response.status
+        if not 200 <= response.status < 300:
             exchange.detail = error_detail(data)
             self._failures += 1
             pause = _FIRST_PAUSE * 2 ** (self._failures - 1) * _JITTER
@@ -230,7 +304,7 @@ class BoundedRequest(google.auth.transport.Request):
                 self.exchanges.append(exchange)
                 raise Abort(exchange.describe())
         self.exchanges.append(exchange)
-        return _Response(response.status_code, response.headers, data)
+        return _Response(response.status, response.headers, data)
 
     def _abort(self, exchange: Exchange) -> NoReturn:
         self.exchanges.append(exchange)
@@ -239,7 +313,7 @@ class BoundedRequest(google.auth.transport.Request):
     def _late(self) -> str:
         return f"did not finish its answer within the {_seconds(self._deadline.seconds)} timeout"
 
-    def _read(self, response: requests.Response, exchange: Exchange) -> bytes:
+    def _read(self, response: urllib3.BaseHTTPResponse, exchange: Exchange) -> bytes:
         # The socket timeout bounds each wait, not the whole body: a timer shuts the socket at the
         # deadline so that an answer trickling in byte by byte cannot outlast it.
         cut = threading.Event()
@@ -247,7 +321,7 @@ class BoundedRequest(google.auth.transport.Request):
         def shut() -> None:
             cut.set()
             try:
-                response.raw.shutdown()
+                response.shutdown()  # type: ignore[attr-defined]  # urllib3 >= 2.3
             except (AttributeError, ValueError, RuntimeError, OSError):
                 response.close()
 
@@ -256,27 +330,27 @@ class BoundedRequest(google.auth.transport.Request):
         timer.start()
         chunks, size, problem = [], 0, None
         try:
-            for chunk in response.iter_content(64 * 1024):
+            for chunk in response.stream(64 * 1024):
                 size += len(chunk)
                 if size > MAX_RESPONSE_BYTES:
                     problem = f"answered with more than {MAX_RESPONSE_BYTES // 1024} KiB"
                     break
                 chunks.append(chunk)
-        except (requests.RequestException, OSError, ValueError) as exc:
+        except (HTTPError, OSError, ValueError) as exc:
             problem = self._late() if cut.is_set() else _connection_problem(exc)
         finally:
             timer.cancel()
         if problem is None and cut.is_set():
             problem = self._late()
         if problem is not None:
-            exchange.status = response.status_code
+            exchange.status = response.status
             exchange.failure = problem
             self._abort(exchange)
         return b"".join(chunks)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
-    # requests wraps urllib3, which wraps the socket error: walk causes, contexts and `reason`s.
+    # urllib3 wraps the socket error (a proxy error wraps another): walk causes, contexts and `reason`s.
     found: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo and len(found) < 16:
@@ -301,10 +375,10 @@ def _connection_problem(exc: BaseException) -> str:
             return "did not answer in time"
         if name in ("NameResolutionError", "gaierror"):
             return "cannot resolve the host name"
-        if isinstance(cause, requests.exceptions.SSLError) or name.startswith("SSL"):
+        if name.startswith("SSL"):
             return "TLS handshake failed"
-    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+    if isinstance(exc, ProtocolError):
         return "broke off its answer"
-    if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema)):
+    if type(exc).__name__ in ("LocationParseError", "LocationValueError", "URLSchemeUnknown", "ProxySchemeUnknown"):
         return "is not a valid URL"
     return "cannot connect"
