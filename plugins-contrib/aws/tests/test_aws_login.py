@@ -150,3 +150,24 @@ def test_the_regional_sts_endpoint_when_a_region_is_known(user, spoke, make_engi
     url, query = token_url(credential.token)
     assert url == f"https://{host}/"
     assert query["X-Amz-Credential"][0].split("/")[2] == (region or "us-east-1")
+
+
+def test_botocores_debug_logging_writes_no_secret(aws, user, spoke, make_engine, caplog, monkeypatch, tmp_path) -> None:
+    # An application logging everything at DEBUG: botocore would log the web identity token, the
+    # assumed role's keys and the canonical request (with the session token).
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    role = aws.add_role("fleet-irsa")
+    web_identity = aws.add_web_identity(role)
+    token_file = tmp_path / "token"
+    token_file.write_text(web_identity)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ROLE_ARN", role)
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token_file))
+    credential = make_engine().get_credential(profile(spoke))
+    [issued] = [keys for keys in aws._keys.values() if keys.arn.startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/fleet-irsa/")]
+    assert caplog.records  # botocore did log
+    for secret in (web_identity, issued.secret_key, issued.token, credential.token, token_url(credential.token)[1]["X-Amz-Signature"][0]):
+        assert secret not in caplog.text

@@ -111,6 +111,10 @@ class Login:
         if self._session is None:
             import botocore.session
 
+            from .quiet import quiet_botocore
+
+            quiet_botocore()
+
             session = botocore.session.Session(profile=self.options.profile)
             # The clients the chain makes (web identity's STS) are bounded as ours are.
             session.set_default_client_config(_client_config(timeout))

@@ -68,6 +68,10 @@ def eks_token(keys: Keys, cluster: str, region: str | None, *, now: datetime | N
     from botocore.auth import SigV4QueryAuth
     from botocore.awsrequest import AWSRequest
 
+    from .quiet import quiet_botocore
+
+    quiet_botocore()  # the signer logs the canonical request (with a session token) at DEBUG
+
     request = AWSRequest(method="GET", url=f"{sts_endpoint(region)}/?{_QUERY}", headers={CLUSTER_ID_HEADER: cluster})
     SigV4QueryAuth(keys, "sts", region or "us-east-1", expires=URL_SECONDS).add_auth(request)
     url = request.url
