@@ -356,3 +356,42 @@ def test_the_engaged_clusters_are_the_healthy_credentialed_non_duplicate_profile
         want = expected(held)
         until(lambda: set(fleet.engaged) == want and recorder.engaged() == want, what=f"engaged == {sorted(want)}")
 
+
+
+# -- hostile profiles -------------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+    max_leaves=10,
+)
+_hostile = st.fixed_dictionaries(
+    {"metadata": st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "namespace": st.just("ns")}, optional={"labels": _json, "creationTimestamp": _json})},
+    optional={"status": st.one_of(_json, st.fixed_dictionaries({"conditions": _json, "accessProviders": _json})), "spec": _json},
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(profiles=st.lists(_hostile, min_size=1, max_size=6))
+def test_any_profile_leaves_the_fleet_running_with_a_known_state(make_engine: Callable[..., CredentialEngine], profiles: list[dict[str, Any]]) -> None:
+    from cpcreds.fleet.cluster import CLUSTER_STATES
+
+    feed = ProfileFeed()
+    with Fleet(make_engine(), feed=feed) as fleet:
+        for item in profiles:
+            feed.put(item)
+        feed.put(profile("good", namespace="ns"))  # and a good one next to them still engages
+        until(lambda: "ns/good" in fleet.engaged, what="the good profile")
+        assert all(cluster.state in CLUSTER_STATES for cluster in fleet.clusters.values())
+
+
+def test_a_profile_without_a_name_or_referring_to_itself_is_a_profile_error() -> None:
+    from cpcreds import ProfileError
+
+    feed = ProfileFeed()
+    with pytest.raises(ProfileError):
+        feed.put({"metadata": {"namespace": "ns"}})
+    looped: dict[str, Any] = {"metadata": {"name": "a"}}
+    looped["spec"] = looped
+    with pytest.raises(ProfileError):
+        feed.put(looped)

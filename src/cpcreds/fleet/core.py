@@ -308,9 +308,9 @@ class Fleet:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
-        closing = [self._close_clients(cluster) for cluster in list(self._clusters.values())]
-        if closing:
-            await asyncio.wait([asyncio.ensure_future(c) for c in closing], timeout=_CLIENT_CLOSE_SECONDS)
+        clients = [client for cluster in list(self._clusters.values()) for client in cluster._take_clients()]
+        if clients:
+            await _close_all(clients)
         assert self._loop is not None
         self._loop.call_soon(self._loop.stop)
 
@@ -520,23 +520,7 @@ class Fleet:
                 del self._emitting[cluster.key]
 
     async def _close_clients(self, cluster: FleetCluster) -> None:
-        waits = []
-        for kind, client in cluster._take_clients():
-            loop = kind[1] if isinstance(kind, tuple) else None
-            if loop is None:
-                waits.append(asyncio.ensure_future(asyncio.to_thread(_close_now, client)))
-                continue
-            if loop.is_closed():
-                continue  # the program ended that loop: its connections went with it
-            closing = client.close()
-            try:
-                future = asyncio.run_coroutine_threadsafe(closing, loop)
-            except RuntimeError:  # closed meanwhile
-                closing.close()
-                continue
-            waits.append(asyncio.wrap_future(future))
-        if waits:
-            await asyncio.wait(waits, timeout=_CLIENT_CLOSE_SECONDS)
+        await _close_all(cluster._take_clients())
 
     def _publish(self, event: FleetEvent) -> None:
         with self._lock:
@@ -548,6 +532,26 @@ class Fleet:
         callback = self._callbacks[event.kind]
         if callback is not None:
             self._callback_queue.put((callback, event.cluster))
+
+
+async def _close_all(clients: list[tuple[Any, Any]]) -> None:
+    """Close ``(kind, client)`` pairs within about a second: the sync ones together in one
+    thread, each asyncio one on its own loop (a loop already closed took its connections along)."""
+    waits: list[asyncio.Future[Any]] = []
+    plain = [client for kind, client in clients if not isinstance(kind, tuple)]
+    if plain:
+        waits.append(asyncio.ensure_future(asyncio.to_thread(lambda: [_close_now(client) for client in plain])))
+    for kind, client in clients:
+        loop = kind[1] if isinstance(kind, tuple) else None
+        if loop is None or loop.is_closed():
+            continue
+        closing = client.close()
+        try:
+            waits.append(asyncio.wrap_future(asyncio.run_coroutine_threadsafe(closing, loop)))
+        except RuntimeError:  # closed meanwhile
+            closing.close()
+    if waits:
+        await asyncio.wait(waits, timeout=_CLIENT_CLOSE_SECONDS)
 
 
 def _deliver(subscriber: _Subscriber, event: FleetEvent | None) -> bool:

@@ -86,10 +86,14 @@ class HubOptions:
     timeout: float = 30.0
 
     def __post_init__(self) -> None:
+        from ..errors import ConfigError
+
         if (self.kubeconfig is None) == (not self.in_cluster):
-            raise ValueError("HubOptions needs exactly one of kubeconfig= and in_cluster=True")
+            raise ConfigError("HubOptions needs exactly one of kubeconfig= and in_cluster=True", source="HubOptions")
         if self.version is not None and self.version not in VERSIONS:
-            raise ValueError(f"HubOptions.version must be one of {', '.join(VERSIONS)}, not {self.version!r}")
+            raise ConfigError(f"HubOptions.version must be one of {', '.join(VERSIONS)}, not {str(self.version)[:40]!r}", source="HubOptions")
+        if isinstance(self.namespaces, str):  # ("team-a") is a string, not a tuple: one namespace
+            object.__setattr__(self, "namespaces", (self.namespaces,))
         object.__setattr__(self, "namespaces", tuple(self.namespaces))
 
 

@@ -266,7 +266,8 @@ class ProfileFeed:
     message bus, a test), handed over with :meth:`put` and :meth:`delete` from any thread.
 
     A profile is keyed by ``namespace/name`` like any other; :meth:`put` of an equal profile is
-    no change. :meth:`put` raises ``ValueError`` for a profile without a usable name."""
+    no change. :meth:`put` raises :class:`~cpcreds.ProfileError` for a profile without a usable
+    name or one that refers to itself."""
 
     def __init__(self, profiles: list[Mapping[str, Any]] | None = None) -> None:
         self._profiles: dict[str, dict[str, Any]] = {}
@@ -278,10 +279,13 @@ class ProfileFeed:
 
     def put(self, profile: Mapping[str, Any]) -> str:
         """Add or replace ``profile``; returns its key."""
-        key = profile_key(profile)
+        key = profile_key(profile) if isinstance(profile, Mapping) else None
         if key is None:
-            raise ValueError("a ClusterProfile needs a metadata.name (and a string metadata.namespace, if any)")
-        copied = _plain(profile)
+            raise ProfileError("a ClusterProfile needs a metadata.name (and a string metadata.namespace, if any)")
+        try:
+            copied = _plain(profile)
+        except RecursionError:
+            raise ProfileError(f"ClusterProfile {key} is nested too deeply (or refers to itself)") from None
         with self._lock:
             if self._profiles.get(key) != copied:
                 self._profiles[key] = copied
