@@ -23,5 +23,11 @@ trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 # Two workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
 # fixtures, such as a package built into examples/, run once). `-n 0` in the arguments runs
 # in this process instead (for --pdb).
+# The status page's browser test needs Chromium: CI installs Debian's where it can (the test
+# skips, saying why, where there is none).
+if [ "${CI:-}" = true ] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  step "installing chromium for the status page's browser test"
+  apt-get install -y -qq chromium >/dev/null || echo "chromium could not be installed: its test will skip"
+fi
 step "running the tests"
 .venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"

@@ -128,10 +128,11 @@ def _summary(board: StatusBoard, now: float) -> str:
     by_provider = board.counts_by_provider()
     states = [state for state, n in counts.items() if n] or ["ready"]
     head = "".join(f'<th class="{_cell(s)}">{_link(_cell(s), state=s)}</th>' for s in states)
-    rows = [f'<tr><th>all ({sum(counts.values())})</th>{"".join(f"<td class=n>{counts[s]}</td>" for s in states)}</tr>']
+    number = '<td class="n">{}</td>'.format
+    rows = [f"<tr><th>all ({sum(counts.values())})</th>{''.join(number(counts[s]) for s in states)}</tr>"]
     for provider, per_state in by_provider.items():
         name = _link(_cell(provider), provider=provider) if provider else "(no provider)"
-        rows.append(f"<tr><th>{name}</th>{''.join(f'<td class=n>{per_state.get(s, 0)}</td>' for s in states)}</tr>")
+        rows.append(f"<tr><th>{name}</th>{''.join(number(per_state.get(s, 0)) for s in states)}</tr>")
     facts = [("Source", board.source_detail or board.source)]
     if board.kubeconfig_dir:
         facts.append(("Kubeconfigs", board.kubeconfig_dir))
