@@ -285,3 +285,57 @@ def test_the_assignment_is_the_same_in_every_process() -> None:
         for seed in ("1", "2")
     ]
     assert answers[0] == answers[1] == dict(assign([f"ns/c{i}" for i in range(300)], ["a", "b", "c"]).owners)
+
+
+# -- the hub fake's Leases, as kube-apiserver serves them ---------------------------------------
+
+
+@pytest.fixture
+def api_client(hub: HubServer) -> Iterator[Any]:
+    from kubernetes import client
+    from kubernetes.config.kube_config import KubeConfigLoader
+
+    configuration = client.Configuration()
+    KubeConfigLoader(config_dict=hub.kubeconfig(HUB_TOKEN)).load_and_set(configuration)
+    with client.ApiClient(configuration) as made:
+        yield made
+
+
+def test_the_official_clients_typed_lease_is_refused_on_a_whole_second(api_client: Any) -> None:
+    from datetime import UTC, datetime
+
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from cpcreds.shard.leases import LeaseAPI
+
+    whole_second = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC)
+    typed = client.V1Lease(metadata=client.V1ObjectMeta(name="typed"), spec=client.V1LeaseSpec(holder_identity="x", renew_time=whole_second))
+    with pytest.raises(ApiException) as refused:
+        client.CoordinationV1Api(api_client).create_namespaced_lease(NAMESPACE, typed)
+    assert refused.value.status == 400  # isoformat() wrote 2026-11-25T10:00:00+00:00
+    ours = {"metadata": {"name": "ours"}, "spec": {"holderIdentity": "x", "renewTime": micro_time(whole_second.timestamp())}}
+    assert LeaseAPI(api_client, NAMESPACE).create(ours, 5)[0] == 201
+
+
+def test_lease_writes_conflict_as_kube_apiserver_words_it(api_client: Any) -> None:
+    from cpcreds.shard.leases import LeaseAPI
+
+    leases = LeaseAPI(api_client, NAMESPACE)
+    body = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": 1}}
+    status, created = leases.create(body, 5)
+    assert status == 201
+    assert leases.create(body, 5)[1]["reason"] == "AlreadyExists"
+    stale = {**body, "metadata": {"name": "l", "resourceVersion": "1"}}
+    status, answer = leases.replace("l", stale, 5)
+    assert (status, answer["reason"]) == (409, "Conflict")
+    assert answer["message"] == (
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "l": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    assert leases.replace("l", body, 5)[0] == 422  # Leases take no unconditional update
+    status, replaced = leases.replace("l", {**body, "metadata": created["metadata"]}, 5)
+    assert status == 200
+    assert leases.delete("l", created["metadata"]["resourceVersion"], 5)[0] == 409  # it changed since
+    assert leases.delete("l", replaced["metadata"]["resourceVersion"], 5)[0] == 200
+    assert leases.get("l", 5)[0] == 404
