@@ -35,14 +35,14 @@ def type_name(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def shown(value: Any, *, limit: int = 40, shape: re.Pattern[str] | None = None, otherwise: str = "the value") -> str:
+def shown(value: Any, *, limit: int = 40, shape: re.Pattern[str] | None = None, otherwise: str | None = None) -> str:
     """``repr(value)`` when ``value`` is a string of at most ``limit`` printable characters that
-    (with ``shape``) matches ``shape`` entirely; ``otherwise`` for any other string; the
-    :func:`type_name` of anything else. Never raises."""
+    (with ``shape``) matches ``shape`` entirely; ``otherwise`` (default ``"the value"``) for any
+    other string; the :func:`type_name` of anything else. Never raises."""
     if isinstance(value, str):
         if len(value) <= limit and value.isprintable() and (shape is None or shape.fullmatch(value)):
             return repr(value)
-        return otherwise
+        return "the value" if otherwise is None else otherwise
     return type_name(value)
 
 
