@@ -138,7 +138,10 @@ def test_a_container_endpoint_answering_nonsense(aws, metadata, spoke, make_engi
     _one_line_without(str(caught.value), metadata.container_authorization)
 
 
-def test_a_container_endpoint_echoing_its_authorization(aws, metadata, spoke, make_engine, monkeypatch) -> None:
+def test_a_container_endpoint_echoing_its_authorization(aws, metadata, spoke, make_engine, monkeypatch, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # botocore logs the failed answer at DEBUG
     monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", metadata.container_url)
     monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", metadata.container_authorization)
     metadata.fail("container", echo=True, status=500, times=3)
@@ -146,6 +149,7 @@ def test_a_container_endpoint_echoing_its_authorization(aws, metadata, spoke, ma
         make_engine().get_credential(profile(spoke))
     assert "getting credentials from the container credentials endpoint failed" in str(caught.value)
     _one_line_without(str(caught.value), metadata.container_authorization)
+    assert caplog.records and metadata.container_authorization not in caplog.text
 
 
 def test_a_hanging_imds_is_no_credentials_within_the_timeout(aws, metadata, spoke, make_engine, monkeypatch) -> None:

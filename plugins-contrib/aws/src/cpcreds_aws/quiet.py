@@ -2,9 +2,10 @@
 
 At DEBUG, botocore logs the canonical request and string to sign (``botocore.auth``: a session
 token, a presigned URL's signature), each request's parameters (``botocore.endpoint``: a web
-identity token, an external id) and each answer's body (``botocore.parsers``: the keys AssumeRole
-and AssumeRoleWithWebIdentity return). An application that turns on DEBUG for everything would
-write them to its logs. This adds a filter to those three loggers that drops their records below
+identity token, an external id), each answer's body (``botocore.parsers``: the keys AssumeRole
+and AssumeRoleWithWebIdentity return) and a failed container or instance metadata endpoint's answer
+(``botocore.utils`` and ``botocore.credentials``, which may echo its authorization token). An application that turns on DEBUG
+for everything would write them to its logs. This adds a filter to those loggers that drops their records below
 INFO; nothing else of logging is touched (no handler, no level), and only when botocore is used.
 """
 
@@ -15,7 +16,7 @@ import logging
 __all__ = ["quiet_botocore"]
 
 #: botocore's loggers whose debug records hold secrets.
-LOGGERS = ("botocore.auth", "botocore.endpoint", "botocore.parsers")
+LOGGERS = ("botocore.auth", "botocore.endpoint", "botocore.parsers", "botocore.utils", "botocore.credentials")
 
 
 class _BelowInfo(logging.Filter):
