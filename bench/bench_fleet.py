@@ -60,7 +60,7 @@ def serve_ready(config: Path, kubeconfig: Path, env: dict[str, str]) -> float:
         while not url:
             line = process.stderr.readline()
             if not line:
-                raise SystemExit(f"serve exited: {process.wait()}")
+                raise SystemExit(f"serve exited: {process.wait()}: {process.stderr.read()[-2000:]}")
             if "status page " in line:
                 url = line.split("status page ", 1)[1].split()[0].rstrip("/")
         while get(url + "/readyz")[0] != 200:
@@ -84,7 +84,9 @@ def child(options: argparse.Namespace) -> None:
     first_keys: set[str] = set()
 
     def report(**fields: object) -> None:
-        print(json.dumps(fields), flush=True)
+        with lock:  # callbacks and the main thread report: one whole line at a time
+            sys.stdout.write(json.dumps(fields) + "\n")
+            sys.stdout.flush()
 
     def on_engage(cluster: cpcreds.FleetCluster) -> None:
         if first_keys and cluster.key not in first_keys:
@@ -93,9 +95,8 @@ def child(options: argparse.Namespace) -> None:
         if options.no_clients:
             return
         cluster.api_client()
-        with lock:
-            built[0] += 1
-            done = built[0] == size
+        built[0] += 1  # only the callback thread counts
+        done = built[0] == size
         if done:
             report(clients_s=time.time() - t0)
 
@@ -165,7 +166,7 @@ def main() -> None:
     site = mint.install(workdir / "site")
     config = workdir / "providers.yaml"
     config.write_text(yaml.safe_dump({"providers": [{"name": "mint", "type": "mint", "options": {"lifetime": 3600}}]}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "CPCREDS_PLUGINS": "mint"}
+    env = {**os.environ, "PYTHONPATH": str(site), "CPCREDS_PLUGINS": "mint"}
     hub = HubServer(PKI(), tokens=["bench"]).start()
     try:
         for index in range(options.size):

@@ -114,7 +114,15 @@ class Fleet:
             self.engine, self._owns_engine = config, False
         else:
             loaded = config if isinstance(config, ProviderConfig) else load_config(config)
-            self.engine = CredentialEngine(loaded, prometheus_registry=prometheus_registry, max_entries=1_000_000)
+            # As serve does: every cluster stays cached (the fleet, not LRU eviction, drops what
+            # goes), and the fleet's concurrency is the engine's, also for one provider.
+            self.engine = CredentialEngine(
+                loaded,
+                prometheus_registry=prometheus_registry,
+                max_entries=1_000_000,
+                max_concurrent_fetches=concurrency,
+                max_fetches_per_provider=concurrency,
+            )
             self._owns_engine = True
         self.require_healthy = require_healthy
         self.on_unhealthy = on_unhealthy
