@@ -339,3 +339,15 @@ def test_lease_writes_conflict_as_kube_apiserver_words_it(api_client: Any) -> No
     assert leases.delete("l", created["metadata"]["resourceVersion"], 5)[0] == 409  # it changed since
     assert leases.delete("l", replaced["metadata"]["resourceVersion"], 5)[0] == 200
     assert leases.get("l", 5)[0] == 404
+
+
+def test_a_silent_watch_fences_the_replica_until_it_is_reopened(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    shard = make_shard("alpha")
+    until(settled([shard]), timeout=5, what="one member")
+    watches = sum(1 for seen in hub.requests if seen.watch)
+    assert hub.mute_watches() == 1
+    muted_at = time.monotonic()
+    until(lambda: not shard.fresh(), timeout=2, what="fenced")
+    assert time.monotonic() - muted_at <= RENEW + RETRY + 0.2  # peers cannot be seen: not fresh
+    until(lambda: sum(1 for seen in hub.requests if seen.watch) > watches, timeout=2, what="the watch reopened")
+    until(settled([shard]), timeout=2, what="claiming again")

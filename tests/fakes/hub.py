@@ -235,6 +235,7 @@ class _Watcher:
     bookmarks: bool
     queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     ended: bool = False  # set by HubServer.end_watches: the stream ends cleanly
+    muted: bool = False  # set by HubServer.mute_watches: the stream stays open, silent
 
     def translate(self, change: _Change) -> tuple[str, dict[str, Any]] | None:
         if change.resource is not self.resource or (self.namespace is not None and change.namespace != self.namespace):
@@ -525,7 +526,7 @@ class HubServer(FakeAPIServer):
             self._compacted = dropped.rv
         for watcher in self._watchers:
             event = watcher.translate(change)
-            if event is not None:
+            if event is not None and not watcher.muted:
                 watcher.queue.append(event)
         self._changed.notify_all()
 
@@ -660,6 +661,15 @@ class HubServer(FakeAPIServer):
         event is set (or the hub stops); reads of it are served. What a replica sees when its
         path to the API server hangs; :meth:`clear_faults` releases it too."""
         return self.stall(_LEASE_WRITES + _lease_path(namespace, name))
+
+    def mute_watches(self) -> int:
+        """Make every open watch stream silent from now on, its connection left open: what a
+        client sees when the hub, or a proxy on the way, goes away without closing it. Watches
+        opened later are served normally. Returns how many were muted."""
+        with self._lock:
+            for watcher in self._watchers:
+                watcher.muted = True
+            return len(self._watchers)
 
     def leases(self, namespace: str) -> dict[str, dict[str, Any]]:
         """The Leases of ``namespace`` by name (copies)."""

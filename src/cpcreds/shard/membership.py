@@ -174,6 +174,7 @@ class Shard:
         self._connector = HubConnector(kubeconfig, hub.context, in_cluster=hub.in_cluster, timeout=hub.timeout)
         self._cleanup_api: LeaseAPI | None = None
         self._watch_response: Any = None
+        self._kicked_at = -math.inf  # when the judge last ended a silent watch
         self._started = False
 
     def __repr__(self) -> str:
@@ -208,14 +209,10 @@ class Shard:
         before = self._membership
         self._membership = Membership(self.identity, tuple(m for m in before.members if m != self.identity), claiming=False, fresh=False, reason="stopped")
         self._publish(self._membership, before)
-        response = self._watch_response
-        if response is not None:
-            try:
-                response.shutdown() if hasattr(response, "shutdown") else response.close()
-            except Exception:  # noqa: BLE001 - a connection already gone is what we want
-                pass
+        self._end_watch()
         for thread in self._threads:
-            thread.join(self.renew_deadline)
+            if thread is not threading.current_thread():  # stop() called from a subscriber
+                thread.join(self.renew_deadline)
         if self._started:
             self._release()
         self._connector.close()
@@ -331,8 +328,8 @@ class Shard:
             except Exception as exc:  # noqa: BLE001 - a hub failure: counted, shown, retried next tick
                 if self._stop.is_set():
                     return
-                self.renewals["failed"] += 1
                 self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {_short(exc)}"
+                self.renewals["failed"] += 1
                 _log.warning("shard Lease renewal failed", lease=self.lease_name, error=self.problem)
                 api = None if isinstance(exc, OSError) else api
             self._stop.wait(max(0.0, started + self.retry_interval - time.monotonic()))
@@ -415,6 +412,15 @@ class Shard:
         return LeaseAPI(client.ApiClient(configuration), self.namespace)
 
     # -- the watcher ---------------------------------------------------------------------------
+
+    def _end_watch(self) -> None:
+        """Shut the open watch's connection: a thread blocked reading it wakes at once."""
+        response = self._watch_response
+        if response is not None:
+            try:
+                response.shutdown() if hasattr(response, "shutdown") else response.close()
+            except Exception:  # noqa: BLE001 - a connection already gone is what we want
+                pass
 
     def _watch_loop(self) -> None:
         failures = 0
@@ -516,6 +522,13 @@ class Shard:
                     self._membership = view
                     self._lock.notify_all()
                 wake = self._next_wake(now)
+                # Every replica's renewals, this one's included, come through the watch: silent
+                # for a renew deadline, it is broken (a hub gone without closing the connection)
+                # and would fence this replica until its read timeout. Reopen it now.
+                silent = now - self._heard_at >= self.renew_deadline and now - self._kicked_at >= self.renew_deadline
+                if silent and self._watch_response is not None:
+                    self._kicked_at = now
+                    self._end_watch()
             if changed:
                 self._publish(view, before)
             with self._lock:
