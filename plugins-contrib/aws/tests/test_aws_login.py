@@ -171,3 +171,32 @@ def test_botocores_debug_logging_writes_no_secret(aws, user, spoke, make_engine,
     assert caplog.records  # botocore did log
     for secret in (web_identity, issued.secret_key, issued.token, credential.token, token_url(credential.token)[1]["X-Amz-Signature"][0]):
         assert secret not in caplog.text
+
+
+def _retoken(url: str, query: dict[str, list[str]]) -> str:
+    import base64
+    from urllib.parse import urlencode
+
+    text = f"{url}?{urlencode([(k, v) for k, values in query.items() for v in values])}"
+    return "k8s-aws-v1." + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: q.update({"X-Amz-Expires": ["901"]}),  # longer than aws-iam-authenticator allows
+        lambda q: q.update({"X-Amz-SignedHeaders": ["host"]}),  # the cluster header not signed
+        lambda q: q.update({"Action": ["GetSessionToken"]}),
+        lambda q: q.update({"X-Amz-Date": ["20200101T000000Z"]}),  # older than 15 minutes
+        lambda q: q.update({"X-Amz-Signature": ["0" * 64]}),
+        lambda q: q.update({"Extra": ["1"]}),  # not an allowed parameter
+    ],
+)
+def test_the_cluster_refuses_a_tampered_token(aws, user, spoke, make_engine, tamper) -> None:
+    credential = make_engine().get_credential(profile(spoke))
+    assert aws.authenticator(CLUSTER)(credential.token)
+    url, query = token_url(credential.token)
+    assert aws.authenticator(CLUSTER)(_retoken(url, query))  # re-encoding alone changes nothing
+    tamper(query)
+    assert not aws.authenticator(CLUSTER)(_retoken(url, query))
+    assert not aws.authenticator(CLUSTER)(credential.token + "=")  # padded: not the token's encoding
