@@ -117,3 +117,31 @@ def test_kubectl_runs_it_in_place_of_aws_eks_get_token(aws, user, spoke, run_com
     assert aws.verified and {arn for _, arn in aws.verified} == {user.arn}
     token = spoke.requests[0].token
     assert token is not None and token_url(token)[0] == f"{aws.url}/"
+
+
+def test_argo_cd_profiles_with_additional_args_through_cpcreds(aws, user, spoke) -> None:
+    # docs/providers-aws.md: Argo CD's argo-cd-builtin-aws profile carrying `--cluster-name` in
+    # its additional-args extension, served by the exec plugin with the arguments appended.
+    from kubernetes import client as kclient
+    from prometheus_client import CollectorRegistry
+
+    from cpcreds import CredentialEngine, ProviderConfig
+
+    from aws_helpers import PROVIDER, profile
+
+    config = ProviderConfig.from_dict({"providers": [{
+        "name": PROVIDER,
+        "profileSourcedCLIArgsPolicy": "Append",
+        "execConfig": {"apiVersion": V1BETA1, "command": str(CPCREDS_AWS), "args": ["aws"], "provideClusterInfo": True, "interactiveMode": "Never"},
+    }]}, source="providers.yaml")
+    argo = profile(spoke, cluster=None)
+    argo["status"]["accessProviders"][0]["cluster"]["extensions"] = [
+        {"name": "clusterprofiles.multicluster.x-k8s.io/exec/additional-args", "extension": ["--cluster-name", CLUSTER]}
+    ]
+    engine = CredentialEngine(config, prometheus_registry=CollectorRegistry())
+    try:
+        with engine.api_client(argo) as api:
+            assert kclient.CoreV1Api(api).list_namespace().items
+    finally:
+        engine.close()
+    assert aws.verified == [(CLUSTER, user.arn)]
