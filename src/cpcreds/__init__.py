@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from .fleet.core import Fleet
     from .fleet.hub import HubOptions
     from .fleet.inventory import ProfileFeed
+    from .shard.membership import Membership, Shard
+    from .shard.rendezvous import Assignment
     from .errors import (
         AllProvidersFailed,
         ConfigError,
@@ -88,6 +90,8 @@ _EXPORTS = {
     "fleet.cluster": ("FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged"),
     "fleet.hub": ("HubOptions",),
     "fleet.inventory": ("ProfileFeed",),
+    "shard.membership": ("Shard", "Membership"),
+    "shard.rendezvous": ("Assignment",),
     "errors": (
         "AllProvidersFailed",
         "ConfigError",
@@ -129,6 +133,9 @@ __all__ = [
     "Disengaged",
     "HubOptions",
     "ProfileFeed",
+    "Shard",
+    "Membership",
+    "Assignment",
     "RefreshPolicy",
     "BackoffPolicy",
     "remove_certificate_files",

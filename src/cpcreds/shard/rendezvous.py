@@ -51,6 +51,11 @@ class Assignment:
     owners: Mapping[str, str] = field(repr=False)
     seconds: float
 
+    @classmethod
+    def of(cls, keys: Iterable[str], members: Iterable[str]) -> Assignment:
+        """The owner of every key among ``members``: :func:`assign`."""
+        return assign(keys, members)
+
     def owned_by(self, member: str) -> frozenset[str]:
         """The keys ``member`` owns."""
         return frozenset(key for key, held in self.owners.items() if held == member)
