@@ -183,7 +183,7 @@ class Shard:
     # -- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> Shard:
-        """Join: start the renewer, watcher and judge threads (returns at once; :meth:`wait_claiming`
+        """Join: start the renewer, watcher, judge and cleaner threads (returns at once; :meth:`wait_claiming`
         waits until this replica takes keys). One-shot."""
         with self._lock:
             if self._started:
