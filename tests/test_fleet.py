@@ -395,3 +395,34 @@ def test_a_profile_without_a_name_or_referring_to_itself_is_a_profile_error() ->
     looped["spec"] = looped
     with pytest.raises(ProfileError):
         feed.put(looped)
+
+
+def test_a_client_built_on_the_changed_profile_is_not_closed_by_its_update(make_engine: Callable[..., CredentialEngine], tmp_path: Path) -> None:
+    from tests.fakes.builders import access_provider, cluster_profile
+    from tests.fakes.pki import PKI
+
+    gate = tmp_path / "gate"
+    engine = make_engine({"name": "mint", "type": "mint"}, exec_entry("gated", "--wait-for", str(gate), "--token", "gated-token"))
+    ca = PKI().ca_pem  # a CA, so each client has a private folder that closing removes
+
+    def with_provider(name: str) -> dict[str, Any]:
+        return cluster_profile("a", access_provider(name, "https://a.test:6443", ca_pem=ca, exec_extension={"clusterName": "a"}), healthy=True)
+
+    recorder = Recorder()
+    feed = ProfileFeed([with_provider("mint")])
+    with Fleet(engine, feed=feed, **recorder.callbacks()) as fleet:
+        until(lambda: recorder.seen == [("engage", "fleet-system/a")], what="the engage")
+        cluster = fleet.engaged["fleet-system/a"]
+        old = cluster.api_client()
+        feed.put(with_provider("gated"))  # the new provider waits for the gate
+        until(lambda: cluster.provider == "gated", what="the new binding")
+        built: list[Any] = []
+        builder = threading.Thread(target=lambda: built.append(cluster.api_client()))
+        builder.start()
+        gate.touch()
+        builder.join(10)
+        until(lambda: recorder.seen[-1:] == [("update", "fleet-system/a")], what="the update")
+        (new,) = built
+        until(lambda: not old.configuration.cpcreds_binding._finalizer.alive, what="the old client to close")
+        assert new.configuration.cpcreds_binding._finalizer.alive  # built on the new binding: kept
+        assert cluster.api_client() is new

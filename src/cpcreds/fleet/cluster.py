@@ -61,6 +61,7 @@ class FleetCluster:
         #: The profile's handle on the engine (None while the profile is unusable).
         self.binding: Binding | None = None
         self._clients: dict[Any, Any] = {}
+        self._stale: list[tuple[Any, Any]] = []  # clients of an older binding, to close
         self._lock = threading.Lock()
         #: Whether the current binding has answered once (the fleet's gate reads it).
         self._credentialed = False
@@ -89,11 +90,7 @@ class FleetCluster:
                 return held[1]
         client = build(binding)
         with self._lock:
-            held = self._clients.get(kind)
-            if held is not None and held[0] is binding:
-                extra, client = client, held[1]  # another thread was first: keep one
-            else:
-                extra, self._clients[kind] = None, (binding, client)
+            extra, client = self._keep_client(kind, binding, client)
         if extra is not None:
             _close_now(extra)
         return client
@@ -106,14 +103,22 @@ class FleetCluster:
                 return held[1]
         client = await build(binding)
         with self._lock:
-            held = self._clients.get(kind)
-            if held is not None and held[0] is binding:
-                extra, client = client, held[1]
-            else:
-                extra, self._clients[kind] = None, (binding, client)
+            extra, client = self._keep_client(kind, binding, client)
         if extra is not None:
             await extra.close()
         return client
+
+    def _keep_client(self, kind: Any, binding: Binding, client: Any) -> tuple[Any, Any]:
+        """Hold ``client`` for ``kind`` (under the lock): returns (a client to close, the one to
+        use). A client of an older binding is kept aside until the fleet closes it with its
+        :class:`Updated` or :class:`Disengaged` event: the program may still be using it."""
+        held = self._clients.get(kind)
+        if held is not None and held[0] is binding:
+            return client, held[1]  # another caller was first: keep one
+        if held is not None:
+            self._stale.append((kind, held[1]))
+        self._clients[kind] = (binding, client)
+        return None, client
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` (see :func:`cpcreds.kube.api_client`). Raises
@@ -151,11 +156,15 @@ class FleetCluster:
 
         return ssl_context(self._binding())
 
-    def _take_clients(self) -> list[tuple[Any, Any]]:
-        """Every client handed out, taken off the cluster (to close): (kind, client) pairs."""
+    def _take_clients(self, *, stale_only: bool = False) -> list[tuple[Any, Any]]:
+        """The clients handed out, taken off the cluster (to close) as (kind, client) pairs:
+        every one, or with ``stale_only`` those built on a binding the cluster no longer has."""
         with self._lock:
-            clients, self._clients = self._clients, {}
-        return [(kind, client) for kind, (_, client) in clients.items()]
+            taken = {kind: held for kind, held in self._clients.items() if not stale_only or held[0] is not self.binding}
+            for kind in taken:
+                del self._clients[kind]
+            stale, self._stale = self._stale, []
+        return stale + [(kind, client) for kind, (_, client) in taken.items()]
 
     def __repr__(self) -> str:
         return f"FleetCluster({self.key!r}, state={self.state!r}, engaged={self.engaged}, provider={self.provider!r})"

@@ -411,7 +411,7 @@ class Fleet:
         self._first_done(key)
         if cluster.engaged:
             self._disengage(cluster, reason)
-        elif cluster._clients:
+        elif cluster._clients or cluster._stale:
             self._emit(cluster, None)  # close what a program took from a cluster never engaged
 
     def _stop_task(self, key: str) -> None:
@@ -445,7 +445,7 @@ class Fleet:
                     if replacing and cluster.engaged:
                         replacing = False
                         if self._gate(cluster) == "stay":
-                            self._emit(cluster, Updated(cluster, True), close=True)
+                            self._emit(cluster, Updated(cluster, True), close="stale")
                     else:
                         self._gate(cluster)
                     self._first_done(cluster.key)
@@ -505,30 +505,28 @@ class Fleet:
 
     # -- events ----------------------------------------------------------------------------------
 
-    def _emit(self, cluster: FleetCluster, event: FleetEvent | None, *, close: bool = False) -> None:
+    def _emit(self, cluster: FleetCluster, event: FleetEvent | None, *, close: bool | str = False) -> None:
         """Send ``event`` about ``cluster`` after the cluster's earlier events, closing its
-        clients first when ``close`` (or when there is no event: closing is all there is)."""
+        clients first when ``close`` (``"stale"``: only those of an older binding; no event:
+        closing is all there is)."""
         previous = self._emitting.get(cluster.key)
-        closing = (close or event is None) and bool(cluster._clients)
+        closing = (close or event is None) and bool(cluster._clients or cluster._stale)
         if previous is None and not closing:
             if event is not None:
                 self._publish(event)  # the usual case: no task, no wait
             return
-        self._emitting[cluster.key] = asyncio.get_running_loop().create_task(self._emit_after(previous, cluster, event))
+        self._emitting[cluster.key] = asyncio.get_running_loop().create_task(self._emit_after(previous, cluster, event, close == "stale"))
 
-    async def _emit_after(self, previous: asyncio.Task[None] | None, cluster: FleetCluster, event: FleetEvent | None) -> None:
+    async def _emit_after(self, previous: asyncio.Task[None] | None, cluster: FleetCluster, event: FleetEvent | None, stale_only: bool) -> None:
         try:
             if previous is not None:
                 await asyncio.shield(previous)
-            await self._close_clients(cluster)
+            await _close_all(cluster._take_clients(stale_only=stale_only))
             if event is not None:
                 self._publish(event)
         finally:
             if self._emitting.get(cluster.key) is asyncio.current_task():
                 del self._emitting[cluster.key]
-
-    async def _close_clients(self, cluster: FleetCluster) -> None:
-        await _close_all(cluster._take_clients())
 
     def _publish(self, event: FleetEvent) -> None:
         with self._lock:
