@@ -43,6 +43,7 @@ class Serve:
             **popen,
         )
         self.lines: list[str] = []
+        self._partial = ""  # the start of a line whose end has not arrived yet
 
     def wait_for(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
@@ -56,9 +57,13 @@ class Serve:
                 raise AssertionError(f"no line matching {pattern!r}; got:\n" + "".join(self.lines))
             ready, _, _ = select.select([self.process.stderr], [], [], remaining)
             if ready:
-                line = self.process.stderr.readline()
-                if line:
-                    self.lines.append(line)
+                # The descriptor, not readline(): a text stream would read two lines that arrived
+                # together into its own buffer, where select() cannot see the second one.
+                chunk = os.read(self.process.stderr.fileno(), 65536).decode("utf-8", "replace")
+                if chunk:
+                    self._partial += chunk
+                    *complete, self._partial = self._partial.split("\n")
+                    self.lines += [line + "\n" for line in complete]
 
     @property
     def url(self) -> str:
