@@ -34,7 +34,7 @@ from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated, _cl
 from .health import is_healthy
 from .hub import HubOptions, HubSource
 from .inventory import Change, DirectorySource, ProfileFeed
-from .members import MemberIndex
+from .members import Deduplicator
 
 __all__ = ["Fleet"]
 
@@ -134,8 +134,7 @@ class Fleet:
         self._clusters: dict[str, FleetCluster] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._emitting: dict[str, asyncio.Task[None]] = {}
-        self._raw: dict[str, dict[str, Any]] = {}
-        self._members = MemberIndex()
+        self._members = Deduplicator()
         self._problems: dict[str, str] = {}
         self._subscribers: set[_Subscriber] = set()
         self._waiting: set[str] = set()
@@ -173,13 +172,13 @@ class Fleet:
         """KEP-4322 members with more than one profile: (namespace, member id) -> their keys.
         Only the oldest of each is acted on, none when the oldest tie (empty with ``dedupe=False``)."""
         with self._lock:
-            return self._members.duplicates() if self.dedupe else {}
+            return self._members.index.duplicates() if self.dedupe else {}
 
     @property
     def duplicate_count(self) -> int:
         """Profiles not acted on because another profile stands for their cluster."""
         with self._lock:
-            return self._members.count() if self.dedupe else 0
+            return self._members.index.count() if self.dedupe else 0
 
     @property
     def problems(self) -> dict[str, str]:
@@ -345,21 +344,13 @@ class Fleet:
         for origin, problem in change.problems.items():
             if problem:
                 _log.warning("inventory problem", origin=origin, problem=problem)
-        touched: set[str] = set()
+        if self.dedupe:
+            with self._lock:  # the index is read by duplicates from other threads
+                change = self._members.apply(change)
         for key in change.deletes:
-            self._raw.pop(key, None)
-            touched |= self._members.remove(key) if self.dedupe else {key}
+            self._remove(key, "duplicate" if key in change.superseded else "deleted")
         for key, (profile, _origin) in change.upserts.items():
-            self._raw[key] = profile
-            touched |= self._members.update(key, profile) if self.dedupe else {key}
-        for key in touched:
-            profile = self._raw.get(key)
-            if profile is None:
-                self._remove(key, "deleted")
-            elif self.dedupe and not self._members.stands(key):
-                self._remove(key, "duplicate")
-            else:
-                self._upsert(key, profile)
+            self._upsert(key, profile)
         self._check_synced()
 
     def _upsert(self, key: str, profile: dict[str, Any]) -> None:

@@ -65,6 +65,9 @@ class Change:
     upserts: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     deletes: set[str] = field(default_factory=set)
     problems: dict[str, str] = field(default_factory=dict)
+    #: Keys among ``deletes`` whose profile is still there, but another profile of the same
+    #: KEP-4322 inventory member now stands for their cluster (see :mod:`cpcreds.fleet.members`).
+    superseded: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes or self.problems)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MEMBER_ID_LABEL", "MemberIndex", "member_of"]
+from .inventory import Change
+
+__all__ = ["MEMBER_ID_LABEL", "MemberIndex", "Deduplicator", "member_of"]
 
 #: The label a cluster manager puts on each member cluster's ClusterProfile (KEP-4322).
 MEMBER_ID_LABEL = "multicluster.x-k8s.io/inventory-member-id"
@@ -95,3 +97,37 @@ class MemberIndex:
     def count(self) -> int:
         """Profiles that do not stand because another profile describes their cluster."""
         return sum(len(keys) - (self._winner.get(member) is not None) for member, keys in self._keys.items() if len(keys) > 1)
+
+
+class Deduplicator:
+    """A source's changes in, the changes of the profiles that stand out: a profile that stops
+    standing (deleted, or another profile of its member now stands) is a delete (in
+    ``superseded`` when it is still there); one that starts standing is an upsert. Problems pass
+    through. ``Fleet`` and ``cpcreds serve`` both filter their inventory through one of these."""
+
+    def __init__(self) -> None:
+        self.index = MemberIndex()
+        self._held: dict[str, tuple[dict[str, Any], str]] = {}
+        self._out: set[str] = set()  # keys passed on as standing
+
+    def apply(self, change: Change) -> Change:
+        touched: set[str] = set()
+        for key in change.deletes:
+            self._held.pop(key, None)
+            touched |= self.index.remove(key)
+        for key, held in change.upserts.items():
+            self._held[key] = held
+            touched |= self.index.update(key, held[0])
+        out = Change(problems=dict(change.problems))
+        for key in touched:
+            held = self._held.get(key)
+            if held is not None and self.index.stands(key):
+                if key not in self._out or key in change.upserts:
+                    out.upserts[key] = held
+                    self._out.add(key)
+            elif key in self._out:
+                self._out.discard(key)
+                out.deletes.add(key)
+                if held is not None:
+                    out.superseded.add(key)
+        return out

@@ -29,6 +29,7 @@ from ..errors import ConfigError, CredentialError
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
 from ..fleet.inventory import Change, DirectorySource
+from ..fleet.members import Deduplicator, MemberIndex
 from .keeper import Keeper
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
@@ -65,6 +66,8 @@ class Service:
         self.board = StatusBoard(source=settings.source)
         self.metrics.register(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
         self._profiles: dict[str, tuple[dict[str, Any], str]] = {}
+        self._members = Deduplicator()
+        self._duplicates: dict[tuple[str, str], list[str]] = {}
         self._changes: asyncio.Queue[Change | None] = asyncio.Queue()
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
@@ -111,6 +114,12 @@ class Service:
         await engine.aclose()
 
     def _apply(self, change: Change) -> None:
+        # KEP-4322: one profile per inventory member, as a Fleet does (cpcreds.fleet.members).
+        change = self._members.apply(change)
+        duplicates = self._members.index.duplicates()
+        if duplicates != self._duplicates:
+            self._duplicates = duplicates
+            change.problems[_DUPLICATES] = _duplicates_problem(duplicates, self._members.index)
         for key in change.deletes:
             self._profiles.pop(key, None)
         self._profiles.update(change.upserts)
@@ -348,6 +357,21 @@ class Service:
         if self.http is not None:
             self.http.stop()
         _log.info("stopped")
+
+
+#: Where duplicate inventory members show among the inventory problems.
+_DUPLICATES = "inventory members (KEP-4322)"
+
+
+def _duplicates_problem(duplicates: dict[tuple[str, str], list[str]], index: MemberIndex) -> str:
+    """One line naming each member with more than one profile and the profile acted on (or
+    none, when the oldest tie); empty when there are none."""
+    parts = []
+    for (namespace, member), keys in sorted(duplicates.items()):
+        standing = next((key for key in keys if index.stands(key)), None)
+        chosen = f"serving {standing}" if standing else "serving none (the oldest tie)"
+        parts.append(f"member {member!r} in {namespace or 'no namespace'} has {len(keys)} profiles ({', '.join(keys)}): {chosen}")
+    return "; ".join(parts)[:2000]
 
 
 def _signature(path: Path) -> bytes | None:
