@@ -4,7 +4,9 @@ it, engaged and disengaged as clusters come, change, turn unhealthy and go.
 
 ``cpcreds serve`` and controllers share this one inventory implementation. Modules:
 :mod:`~cpcreds.fleet.inventory` (changes, the folder source, the feed), :mod:`~cpcreds.fleet.hub`
-and :mod:`~cpcreds.fleet.hubclient` (the hub's list and watch), :mod:`~cpcreds.fleet.health`
-(the ``ControlPlaneHealthy`` gate), :mod:`~cpcreds.fleet.members` (KEP-4322 duplicates) and
-:mod:`~cpcreds.fleet.core` (:class:`Fleet` itself). Nothing is imported until it is used.
+and :mod:`~cpcreds.fleet.hubclient` (the hub's list and watch), :mod:`~cpcreds.fleet.members`
+(KEP-4322 inventory members: one profile per cluster), :mod:`~cpcreds.fleet.health` (the
+``ControlPlaneHealthy`` gate), :mod:`~cpcreds.fleet.cluster` (:class:`FleetCluster` and the
+events), :mod:`~cpcreds.fleet.core` (:class:`Fleet`) and :mod:`~cpcreds.fleet.metrics`. The
+public names are exported by ``cpcreds`` itself; nothing here is imported until it is used.
 """
