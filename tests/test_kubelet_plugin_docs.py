@@ -147,7 +147,7 @@ def test_the_example_config_names_installed_console_scripts_with_flags_they_take
     names = [provider["name"] for provider in config["providers"]]
     assert names == ["cpcreds-gcp-credential-provider", "cpcreds-secretreader-credential-provider"]
     secretreader = pytest.importorskip("cpcreds_secretreader.options", reason="install plugins-contrib/secretreader")
-    options = secretreader.DockerConfigSecretReaderOptions.model_validate(parse_option_flags(config["providers"][1]["args"]))
+    options = secretreader.DockerConfigSecretReaderOptions.read(parse_option_flags(config["providers"][1]["args"]))
     assert (options.secret_name, options.namespace, options.cache_duration) == ("registry-pull", "image-pull", 600.0)
     for provider in config["providers"]:
         assert provider["apiVersion"] == API_VERSION_V1

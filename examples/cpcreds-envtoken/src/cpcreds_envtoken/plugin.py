@@ -13,33 +13,31 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, parse_duration, provider_main
+from cpcreds.sdk import AccessPlan, Credential, Duration, Options, ProviderError, hookimpl, option, provider_main
 
 
-class EnvTokenOptions(BaseModel):
-    """The entry's ``options:``. Unknown keys are errors, so typos are caught at load time."""
+def _positive(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("must be longer than zero")
+    return seconds
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    prefix: str = Field(default="FLEET_TOKEN_", pattern=r"^[A-Z_][A-Z0-9_]*$")
-    ttl: float = 600.0  # seconds; written as a Go duration in the config
+class EnvTokenOptions(Options):
+    """A bearer token per cluster from the environment variable <prefix><CLUSTER_NAME>. Unknown
+    options are errors, so typos are caught at load time."""
 
-    @field_validator("ttl", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        seconds = parse_duration(value)  # "10m" -> 600.0; ValueError names the bad value
-        if seconds <= 0:
-            raise ValueError("must be longer than zero")
-        return seconds
+    prefix: str = option("FLEET_TOKEN_", pattern=r"^[A-Z_][A-Z0-9_]*$", description="Start of the variables' names.")
+    ttl: Duration = option(600.0, check=_positive, description="How long a token is used (a Go duration: 10m, 1h).")
 
 
 class EnvTokenProvider:
     """Built once per config entry; get_credential is called once per fetch."""
 
+    #: What `cpcreds-envtoken --help` lists and its flags may set.
+    options_model = EnvTokenOptions
+
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = EnvTokenOptions.model_validate(dict(options))
+        self.options = EnvTokenOptions.read(options)  # an OptionError names the option
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         config = plan.cluster.config if isinstance(plan.cluster.config, dict) else {}
