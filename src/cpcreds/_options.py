@@ -354,9 +354,15 @@ def _bounds(spec: OptionSpec, amount: float, unit: str) -> None:
 
 
 def _duration_text(seconds: float) -> str:
+    """Go's spelling without its zero tails (``12h``, ``1m``, ``1h30m``): as a user writes it."""
     from ._durations import format_duration
 
-    return format_duration(seconds)
+    text = format_duration(seconds)
+    if text.endswith("m0s") and text[:-3][-1:].isdigit():
+        text = text[:-2]
+    if text.endswith("h0m"):
+        text = text[:-2]
+    return text
 
 
 def _match(spec: OptionSpec, text: str) -> None:
