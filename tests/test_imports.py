@@ -311,6 +311,30 @@ def test_importing_the_sdk_loads_nothing_but_the_package() -> None:
 
 
 @pytest.mark.parametrize("name", ["AccessPlan", "Credential", "hookimpl", "provider_main", "kubelet_plugin_main", "parse_duration",
-                                  "load_document", "jwt_expiry", "redact_text", "get_logger", "CredentialProviderResponse"])  # fmt: skip
+                                  "load_document", "jwt_expiry", "redact_text", "get_logger", "CredentialProviderResponse",
+                                  "Options", "option", "Duration", "OptionError"])  # fmt: skip
 def test_an_sdk_name_loads_nothing_heavy(name: str) -> None:
     assert heavy(loaded_after(f"from cpcreds.sdk import {name}")) == []
+
+
+def test_reading_options_and_their_help_loads_nothing_heavy() -> None:
+    # What every run of a contrib console script does with its options (issue 19).
+    code = (
+        "from cpcreds.sdk import Duration, OptionError, Options, option\n"
+        "from cpcreds.plugin import describe_options, option_flags\n"
+        "class O(Options):\n"
+        "    name: str = option('x', names=('secretName',), pattern='[a-z]+')\n"
+        "    ttl: Duration | None = option(None, min=1)\n"
+        "    ids: tuple[str, ...] = ()\n"
+        "class P:\n"
+        "    options_model = O\n"
+        "O.read({'secretName': 'abc', 'ttl': '5m', 'ids': ['a']})\n"
+        "describe_options(O)\n"
+        "option_flags(['--secret-name=abc'], P)\n"
+        "for bad in ({'secretName': 'A'}, {'ttl': 'x'}, {'nmae': 1}):\n"
+        "    try:\n"
+        "        O.read(bad)\n"
+        "    except OptionError:\n"
+        "        pass\n"
+    )
+    assert heavy(loaded_after(code)) == []
