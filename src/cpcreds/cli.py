@@ -146,7 +146,10 @@ def _add_format_option(parser: argparse.ArgumentParser, default_help: str) -> No
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``cpcreds`` parser; with ``only``, one of :data:`COMMANDS`, the parser of that command
+    alone (what :func:`main` parses a command's arguments with: its help, errors and results are
+    the same, and kubectl's ``get-credential`` runs do not build the other nine)."""
     parser = _Parser(
         prog="cpcreds",
         description="Kubernetes credentials for every cluster of a fleet (KEP-5339 ClusterProfile credential plugins).",
@@ -157,136 +160,149 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers: dict[str, _Parser] = {}
 
+    def wanted(name: str) -> bool:
+        return only is None or name == only
+
     def add(name: str, help: str, description: str) -> _Parser:
         sub = commands.add_parser(name, help=help, description=description)
         subparsers[name] = sub
         return sub
 
-    get = add(
-        "get-credential",
-        "print the ExecCredential for a ClusterProfile",
-        "Print the ExecCredential for a ClusterProfile: pick its provider, run the exec plugin or "
-        "in-process provider, print the answer. Run by a client as an exec plugin "
-        "(KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for. An answer "
-        "with an expiry is kept in $XDG_CACHE_HOME/cpcreds (else ~/.cache/cpcreds) and printed "
-        "again, without running the provider, until shortly before it expires.",
-    )
-    _add_provider_options(get)
-    get.add_argument(
-        "--api-version",
-        choices=SUPPORTED_API_VERSIONS,
-        help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else client.authentication.k8s.io/v1)",
-    )
-    _add_format_option(get, "on one line, as exec clients read it")
-    get.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="neither read nor write the disk cache (CPCREDS_CACHE=off does the same)",
-    )
-    get.set_defaults(handler=_cmd_get_credential)
+    if wanted("get-credential"):
+        get = add(
+            "get-credential",
+            "print the ExecCredential for a ClusterProfile",
+            "Print the ExecCredential for a ClusterProfile: pick its provider, run the exec plugin or "
+            "in-process provider, print the answer. Run by a client as an exec plugin "
+            "(KUBERNETES_EXEC_INFO set), it answers in the apiVersion the client asks for. An answer "
+            "with an expiry is kept in $XDG_CACHE_HOME/cpcreds (else ~/.cache/cpcreds) and printed "
+            "again, without running the provider, until shortly before it expires.",
+        )
+        _add_provider_options(get)
+        get.add_argument(
+            "--api-version",
+            choices=SUPPORTED_API_VERSIONS,
+            help="apiVersion of the answer (default: KUBERNETES_EXEC_INFO's, else client.authentication.k8s.io/v1)",
+        )
+        _add_format_option(get, "on one line, as exec clients read it")
+        get.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="neither read nor write the disk cache (CPCREDS_CACHE=off does the same)",
+        )
+        get.set_defaults(handler=_cmd_get_credential)
 
-    res = add(
-        "resolve",
-        "print the plan for a ClusterProfile (provider, cluster, exec) without running it",
-        "Print what get-credential would do, without running anything: the chosen provider, the "
-        "cluster from the profile, and the exec invocation or in-process provider. Env values and "
-        "secret-looking args are shown as *** unless --show-values is given.",
-    )
-    _add_provider_options(res)
-    _add_format_option(res, "indented")
-    res.add_argument("--show-values", action="store_true", help="show env values and secret-looking args as they are")
-    res.set_defaults(handler=_cmd_resolve)
+    if wanted("resolve"):
+        res = add(
+            "resolve",
+            "print the plan for a ClusterProfile (provider, cluster, exec) without running it",
+            "Print what get-credential would do, without running anything: the chosen provider, the "
+            "cluster from the profile, and the exec invocation or in-process provider. Env values and "
+            "secret-looking args are shown as *** unless --show-values is given.",
+        )
+        _add_provider_options(res)
+        _add_format_option(res, "indented")
+        res.add_argument("--show-values", action="store_true", help="show env values and secret-looking args as they are")
+        res.set_defaults(handler=_cmd_resolve)
 
-    kcfg = add(
-        "kubeconfig",
-        "print a kubeconfig whose users run cpcreds as their exec plugin",
-        "Print a kubeconfig with one context per ClusterProfile of the file. Its users run "
-        "`cpcreds get-credential`, referring to the config file; no credential, env value or "
-        "secret-looking argument is written.",
-    )
-    _add_provider_options(kcfg)
-    kcfg.add_argument("--output", "-o", metavar="FILE", help="write to FILE (mode 0600) instead of stdout")
-    kcfg.add_argument(
-        "--skip-unmatched",
-        action="store_true",
-        help="leave out profiles that no configured provider matches (one warning each on stderr) instead of failing",
-    )
-    kcfg.set_defaults(handler=_cmd_kubeconfig)
+    if wanted("kubeconfig"):
+        kcfg = add(
+            "kubeconfig",
+            "print a kubeconfig whose users run cpcreds as their exec plugin",
+            "Print a kubeconfig with one context per ClusterProfile of the file. Its users run "
+            "`cpcreds get-credential`, referring to the config file; no credential, env value or "
+            "secret-looking argument is written.",
+        )
+        _add_provider_options(kcfg)
+        kcfg.add_argument("--output", "-o", metavar="FILE", help="write to FILE (mode 0600) instead of stdout")
+        kcfg.add_argument(
+            "--skip-unmatched",
+            action="store_true",
+            help="leave out profiles that no configured provider matches (one warning each on stderr) instead of failing",
+        )
+        kcfg.set_defaults(handler=_cmd_kubeconfig)
 
-    val = add(
-        "validate",
-        "check a provider config: fields, provider types, plugin options",
-        "Load the provider config, check every field, and build every provider (is each type "
-        "installed, are its options valid). With --profile, also resolve each ClusterProfile of "
-        "the file and say which provider it uses and which form its additional-args take. "
-        "Runs no plugin and reads no credential.",
-    )
-    _add_config_option(val)
-    val.add_argument(
-        "--profile",
-        metavar="FILE",
-        help="also check the ClusterProfiles of FILE (YAML/JSON, a List too; - for stdin) against the config",
-    )
-    val.set_defaults(handler=_cmd_validate)
+    if wanted("validate"):
+        val = add(
+            "validate",
+            "check a provider config: fields, provider types, plugin options",
+            "Load the provider config, check every field, and build every provider (is each type "
+            "installed, are its options valid). With --profile, also resolve each ClusterProfile of "
+            "the file and say which provider it uses and which form its additional-args take. "
+            "Runs no plugin and reads no credential.",
+        )
+        _add_config_option(val)
+        val.add_argument(
+            "--profile",
+            metavar="FILE",
+            help="also check the ClusterProfiles of FILE (YAML/JSON, a List too; - for stdin) against the config",
+        )
+        val.set_defaults(handler=_cmd_validate)
 
-    plug = add(
-        "plugins",
-        "list provider types, the packages that ship them, and load errors",
-        "List every provider type this installation knows and where it comes from, and every "
-        "plugin that failed to load (exit 1 if one did). Honours CPCREDS_DISABLE_PLUGINS and CPCREDS_PLUGINS.",
-    )
-    plug.add_argument("--output", "-o", choices=["text", "json"], default="text")
-    plug.set_defaults(handler=_cmd_plugins)
+    if wanted("plugins"):
+        plug = add(
+            "plugins",
+            "list provider types, the packages that ship them, and load errors",
+            "List every provider type this installation knows and where it comes from, and every "
+            "plugin that failed to load (exit 1 if one did). Honours CPCREDS_DISABLE_PLUGINS and CPCREDS_PLUGINS.",
+        )
+        plug.add_argument("--output", "-o", choices=["text", "json"], default="text")
+        plug.set_defaults(handler=_cmd_plugins)
 
-    srv = add(
-        "serve",
-        "keep every ClusterProfile's credential warm: status page, metrics, kubeconfigs",
-        "Watch ClusterProfiles (a folder of files, or a hub), fetch each one's credential and refresh it "
-        "ahead of expiry, probe the clusters, and serve a status page, /v1/clusters, /metrics, /healthz "
-        "and /readyz. Every setting is also a CPCREDS_* environment variable and a field of the config "
-        "file's serve: section (shown in brackets); flags win over the environment, which wins over the file.",
-    )
-    _add_serve_options(srv)
-    srv.set_defaults(handler=_cmd_serve)
+    if wanted("serve"):
+        srv = add(
+            "serve",
+            "keep every ClusterProfile's credential warm: status page, metrics, kubeconfigs",
+            "Watch ClusterProfiles (a folder of files, or a hub), fetch each one's credential and refresh it "
+            "ahead of expiry, probe the clusters, and serve a status page, /v1/clusters, /metrics, /healthz "
+            "and /readyz. Every setting is also a CPCREDS_* environment variable and a field of the config "
+            "file's serve: section (shown in brackets); flags win over the environment, which wins over the file.",
+        )
+        _add_serve_options(srv)
+        srv.set_defaults(handler=_cmd_serve)
 
-    cache = add(
-        "cache",
-        "clear the credentials get-credential keeps on disk",
-        "Manage the disk cache of get-credential ($XDG_CACHE_HOME/cpcreds, else ~/.cache/cpcreds). "
-        "`cache clear` removes every cached credential; with --profile FILE, only those of that "
-        "ClusterProfile file. Run it after revoking a token: the next get-credential runs the provider.",
-    )
-    cache.add_argument("action", metavar="ACTION", choices=("clear",), help="clear: remove cached credentials")
-    cache.add_argument("--profile", metavar="FILE", help="only the credentials of this ClusterProfile file")
-    cache.set_defaults(handler=_cmd_cache)
+    if wanted("cache"):
+        cache = add(
+            "cache",
+            "clear the credentials get-credential keeps on disk",
+            "Manage the disk cache of get-credential ($XDG_CACHE_HOME/cpcreds, else ~/.cache/cpcreds). "
+            "`cache clear` removes every cached credential; with --profile FILE, only those of that "
+            "ClusterProfile file. Run it after revoking a token: the next get-credential runs the provider.",
+        )
+        cache.add_argument("action", metavar="ACTION", choices=("clear",), help="clear: remove cached credentials")
+        cache.add_argument("--profile", metavar="FILE", help="only the credentials of this ClusterProfile file")
+        cache.set_defaults(handler=_cmd_cache)
 
-    comp = add(
-        "completion",
-        "print a shell completion script (bash, zsh, fish)",
-        "Print a completion script for SHELL on stdout. Load it with: source <(cpcreds completion bash) "
-        "(bash or zsh, zsh after compinit), or cpcreds completion fish | source.",
-    )
-    comp.add_argument("shell", metavar="SHELL", choices=SHELLS, help="bash, zsh or fish")
-    comp.set_defaults(handler=_cmd_completion)
+    if wanted("completion"):
+        comp = add(
+            "completion",
+            "print a shell completion script (bash, zsh, fish)",
+            "Print a completion script for SHELL on stdout. Load it with: source <(cpcreds completion bash) "
+            "(bash or zsh, zsh after compinit), or cpcreds completion fish | source.",
+        )
+        comp.add_argument("shell", metavar="SHELL", choices=SHELLS, help="bash, zsh or fish")
+        comp.set_defaults(handler=_cmd_completion)
 
-    pin = add(
-        "pin",
-        "print pluginPolicy allowlist entries pinning the configured plugins' sha256",
-        "Print a pluginPolicy (policyType Allowlist) whose allowlist pins, by sha256, every exec "
-        "command of the provider config as it is on this machine now, and the interpreters their #! "
-        "lines name. Review it and paste it into the config: from then on a plugin runs only if its "
-        "bytes still hash to the pinned digest. Give COMMANDs to pin those instead.",
-    )
-    _add_config_option(pin)
-    pin.add_argument("commands", metavar="COMMAND", nargs="*", help="pin these commands (names on PATH, or paths) instead of the config's")
-    pin.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml", help="output format (default: yaml, to paste into the config)")
-    pin.set_defaults(handler=_cmd_pin)
+    if wanted("pin"):
+        pin = add(
+            "pin",
+            "print pluginPolicy allowlist entries pinning the configured plugins' sha256",
+            "Print a pluginPolicy (policyType Allowlist) whose allowlist pins, by sha256, every exec "
+            "command of the provider config as it is on this machine now, and the interpreters their #! "
+            "lines name. Review it and paste it into the config: from then on a plugin runs only if its "
+            "bytes still hash to the pinned digest. Give COMMANDs to pin those instead.",
+        )
+        _add_config_option(pin)
+        pin.add_argument("commands", metavar="COMMAND", nargs="*", help="pin these commands (names on PATH, or paths) instead of the config's")
+        pin.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml", help="output format (default: yaml, to paste into the config)")
+        pin.set_defaults(handler=_cmd_pin)
 
-    from .images import command as image_command  # its arguments only; the work is imported when run
+    if wanted("image-credential"):
+        from .images import command as image_command  # its arguments only; the work is imported when run
 
-    img = add("image-credential", image_command.HELP, image_command.DESCRIPTION)
-    image_command.add_arguments(img)
-    img.set_defaults(handler=_cmd_image_credential)
+        img = add("image-credential", image_command.HELP, image_command.DESCRIPTION)
+        image_command.add_arguments(img)
+        img.set_defaults(handler=_cmd_image_credential)
 
     parser.subparsers = subparsers  # type: ignore[attr-defined]  # for errors and completion
     return parser
@@ -957,8 +973,8 @@ def completion_script(shell: str, parser: argparse.ArgumentParser | None = None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cpcreds`` command; returns the exit code."""
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     first = argv[0].partition("=")[0] if argv else ""
     subparsers: dict[str, _Parser] = parser.subparsers  # type: ignore[attr-defined]
     if first.startswith("-") and first not in ("-h", "--help", "--version"):

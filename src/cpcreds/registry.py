@@ -87,8 +87,7 @@ class ProviderRegistry:
         disable: set[str] | None = None,
         allow: set[str] | None = None,
     ) -> None:
-        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-        self._pm.add_hookspecs(hookspecs)
+        self._pm: pluggy.PluginManager | None = None
         self._types: dict[str, ProviderType] = {}
         self._load_errors: list[PluginLoadError] = []
         self._origin: dict[int, tuple[str, str | None, str | None]] = {}
@@ -98,8 +97,10 @@ class ProviderRegistry:
         from .providers.exec import ExecPlugin
         from .providers.file import FilePlugin
 
+        # The built-ins' hooks are called directly, first, so they own their names; pluggy's
+        # manager (~1 ms to build and register into) is made only for other plugins.
         for builtin in (ExecPlugin(), FilePlugin()):
-            self._add(builtin, BUILTIN_PLUGIN, None, None)
+            self._register_types(builtin.cpcreds_register_providers, BUILTIN_PLUGIN, None, None)
         for index, plugin in enumerate(plugins):
             self._add(plugin, getattr(plugin, "__name__", f"plugin[{index}]"), None, None)
         self._collect_types()
@@ -134,6 +135,9 @@ class ProviderRegistry:
     # -- loading ---------------------------------------------------------------------------
 
     def _add(self, plugin: Any, name: str, dist: str | None, version: str | None) -> None:
+        if self._pm is None:
+            self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+            self._pm.add_hookspecs(hookspecs)
         self._pm.register(plugin, name=f"{name}#{len(self._origin)}")
         self._origin[id(plugin)] = (name, dist, version)
 
@@ -164,29 +168,33 @@ class ProviderRegistry:
         self._load_errors.append(PluginLoadError(plugin, dist, error))
 
     def _collect_types(self) -> None:
+        if self._pm is None:
+            return
         # Each hook implementation is called on its own so one raising cannot hide the others.
         for impl in self._pm.hook.cpcreds_register_providers.get_hookimpls():
             if id(impl.plugin) in self._collected:
                 continue
             self._collected.add(id(impl.plugin))
-            name, dist, version = self._origin.get(id(impl.plugin), (impl.plugin_name, None, None))
+            self._register_types(impl.function, *self._origin.get(id(impl.plugin), (impl.plugin_name, None, None)))
 
-            registered: dict[str, ProviderType] = {}
+    def _register_types(self, hook: Callable[..., Any], name: str, dist: str | None, version: str | None) -> None:
+        """Call one plugin's ``cpcreds_register_providers``: all its types, or none and a load error."""
+        registered: dict[str, ProviderType] = {}
 
-            def register(type_name: str, factory: ProviderFactory, _o: tuple = (name, dist, version)) -> None:
-                if not isinstance(type_name, str) or not type_name:
-                    raise ValueError(f"provider type name must be a non-empty string, got {type_name!r}")
-                if type_name in self._types or type_name in registered:
-                    owner = self._types[type_name].plugin if type_name in self._types else _o[0]
-                    raise ValueError(f"provider type {type_name!r} is already registered by {owner}")
-                registered[type_name] = ProviderType(type_name, factory, *_o)
+        def register(type_name: str, factory: ProviderFactory) -> None:
+            if not isinstance(type_name, str) or not type_name:
+                raise ValueError(f"provider type name must be a non-empty string, got {type_name!r}")
+            if type_name in self._types or type_name in registered:
+                owner = self._types[type_name].plugin if type_name in self._types else name
+                raise ValueError(f"provider type {type_name!r} is already registered by {owner}")
+            registered[type_name] = ProviderType(type_name, factory, name, dist, version)
 
-            try:
-                impl.function(register=register)
-            except Exception as exc:
-                self._fail(name, dist, exc)  # all or nothing: a half-registered plugin is skipped
-            else:
-                self._types.update(registered)
+        try:
+            hook(register=register)
+        except Exception as exc:
+            self._fail(name, dist, exc)  # all or nothing: a half-registered plugin is skipped
+        else:
+            self._types.update(registered)
 
     # -- using -----------------------------------------------------------------------------
 
