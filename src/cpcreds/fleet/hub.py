@@ -29,7 +29,7 @@ from ..logs import get_logger, redact_text
 from .hubclient import HubAuthError, HubConnector
 from .inventory import Change, profile_key
 
-__all__ = ["HubSource", "HubOptions", "GROUP", "PLURAL", "VERSIONS"]
+__all__ = ["HubSource", "HubOptions", "HubProblem", "GROUP", "PLURAL", "VERSIONS", "backoff_delay", "read_bounded_answer", "watch_events", "problem_text"]
 
 _log = get_logger("cpcreds.fleet")
 
@@ -121,7 +121,7 @@ class HubSource:
         try:
             groups = client.ApisApi(api).get_api_versions(_request_timeout=self.options.timeout).groups or []
         except Exception as exc:  # noqa: BLE001 - discovery is a hint; listing will say what is wrong
-            _log.warning("hub discovery failed; trying the newest ClusterProfile version", error=_short(exc))
+            _log.warning("hub discovery failed; trying the newest ClusterProfile version", error=problem_text(exc))
             return _VERSIONS[0]
         for group in groups:
             if group.name == GROUP:
@@ -220,7 +220,7 @@ class HubSource:
                 failures += 1
                 api = None  # the next try reads the kubeconfig (and runs its plugin) again
                 delay = backoff_delay(failures)
-                problem = _short(exc, self._list_url(namespace))
+                problem = problem_text(exc, self._list_url(namespace))
                 send(Change(problems={self._scope_name(namespace): problem}))
                 _log.warning("hub list/watch failed; retrying", namespace=namespace or "*", error=problem, retry_in=delay)
                 if first and failures >= 3:
@@ -258,7 +258,7 @@ class HubSource:
                 from kubernetes.client.exceptions import ApiException
 
                 raise ApiException(http_resp=_Answer(response))
-            body = _read_bounded(response, _MAX_PAGE_BYTES, "a ClusterProfile list page")
+            body = read_bounded_answer(response, _MAX_PAGE_BYTES, "a ClusterProfile list page")
         finally:
             response.release_conn()
         try:
@@ -336,7 +336,7 @@ class HubSource:
                 return version, False
             if not 200 <= response.status <= 299:
                 raise ApiException(http_resp=_Answer(response))
-            for kind, item in _events(response):
+            for kind, item in watch_events(response):
                 if stop.is_set():
                     break
                 if kind == "ERROR":
@@ -374,13 +374,13 @@ class _Answer:
 
     def __init__(self, response: Any) -> None:
         self.status, self.reason = response.status, response.reason
-        self.data = _read_bounded(response, 64 * 1024, "an error answer", cut=True)
+        self.data = read_bounded_answer(response, 64 * 1024, "an error answer", cut=True)
 
     def getheaders(self) -> Any:
         return {}
 
 
-def _read_bounded(response: Any, limit: int, what: str, *, cut: bool = False) -> bytes:
+def read_bounded_answer(response: Any, limit: int, what: str, *, cut: bool = False) -> bytes:
     """The body of ``response``, at most ``limit`` bytes (more is an error, or cut with ``cut``)."""
     data = bytearray()
     for chunk in response.stream(_CHUNK, decode_content=True):
@@ -392,7 +392,7 @@ def _read_bounded(response: Any, limit: int, what: str, *, cut: bool = False) ->
     return bytes(data)
 
 
-def _events(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+def watch_events(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """The watch stream's events as (type, object), each checked; a malformed one is a HubProblem."""
     buffer = bytearray()
     for chunk in response.stream(_CHUNK, decode_content=True):
@@ -440,7 +440,9 @@ def _status_message(item: Any) -> str:
     return "unknown error"
 
 
-def _short(exc: BaseException, url: str = "") -> str:
+def problem_text(exc: BaseException, url: str = "") -> str:
+    """``exc`` in one line for an operator: a hub answer's status and message, or the exception's
+    type and text; redacted (no secret) and bounded."""
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, (HubProblem, HubAuthError)):

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..fleet.hub import HubProblem, _events, _read_bounded
+from ..fleet.hub import HubProblem, read_bounded_answer, watch_events
 
 __all__ = ["LeaseAPI", "micro_time", "COORDINATION", "LeaseAnswer"]
 
@@ -74,7 +74,7 @@ class LeaseAPI:
         response = self._send("GET", self.collection, (timeout, seconds + timeout), query=query).response
         if not 200 <= response.status <= 299:
             status = response.status
-            body = _parsed(_read_bounded(response, 64 * 1024, "an error answer", cut=True))
+            body = _parsed(read_bounded_answer(response, 64 * 1024, "an error answer", cut=True))
             response.release_conn()
             raise HubProblem(f"the Lease watch failed: HTTP {status}: {_message(body)}")
         return response
@@ -82,7 +82,7 @@ class LeaseAPI:
     def _call(self, method: str, path: str, timeout: float, *, body: dict[str, Any] | None = None, query: Sequence[tuple[str, str]] = ()) -> LeaseAnswer:
         response = self._send(method, path, timeout, body=body, query=query).response
         try:
-            data = _read_bounded(response, _MAX_ANSWER, "a Lease answer")
+            data = read_bounded_answer(response, _MAX_ANSWER, "a Lease answer")
         finally:
             response.release_conn()
         return response.status, _parsed(data)
@@ -102,7 +102,7 @@ class LeaseAPI:
 
 def events(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """The watch stream's events as (type, object); a malformed one is a :class:`HubProblem`."""
-    return _events(response)
+    return watch_events(response)
 
 
 def message(body: dict[str, Any]) -> str:

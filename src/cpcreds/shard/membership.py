@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..fleet.hub import HubOptions, HubProblem, _short, backoff_delay
+from ..fleet.hub import HubOptions, HubProblem, backoff_delay, problem_text
 from ..fleet.hubclient import HubConnector
 from ..logs import get_logger
 from .leases import COORDINATION, LeaseAPI, events, message, micro_time
@@ -328,7 +328,7 @@ class Shard:
             except Exception as exc:  # noqa: BLE001 - a hub failure: counted, shown, retried next tick
                 if self._stop.is_set():
                     return
-                self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {_short(exc)}"
+                self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {problem_text(exc)}"
                 self.renewals["failed"] += 1
                 _log.warning("shard Lease renewal failed", lease=self.lease_name, error=self.problem)
                 api = None if isinstance(exc, OSError) else api
@@ -397,7 +397,7 @@ class Shard:
                     return
                 self._lease = None
         except Exception as exc:  # noqa: BLE001 - peers then take over after the lease duration
-            self.problem = f"releasing Lease {self.namespace}/{self.lease_name}: {_short(exc)}"
+            self.problem = f"releasing Lease {self.namespace}/{self.lease_name}: {problem_text(exc)}"
             _log.warning("shard Lease release failed", lease=self.lease_name, error=self.problem)
 
     def _api(self) -> LeaseAPI:
@@ -438,7 +438,7 @@ class Shard:
                     return
                 failures += 1
                 api = None
-                self.problem = f"watching Leases in {self.namespace}: {_short(exc)}"
+                self.problem = f"watching Leases in {self.namespace}: {problem_text(exc)}"
                 _log.warning("shard Lease watch failed; relisting", error=self.problem)
                 self._stop.wait(min(backoff_delay(failures), self.retry_interval))
 
@@ -574,7 +574,7 @@ class Shard:
             try:
                 callback(view)
             except Exception as exc:  # noqa: BLE001 - one subscriber's bug must not stop the judge
-                _log.warning("shard subscriber failed", error=_short(exc))
+                _log.warning("shard subscriber failed", error=problem_text(exc))
 
     def _clean_loop(self) -> None:
         """Delete departed peers' Leases, in its own thread: a hub slow to answer a delete must
@@ -594,7 +594,7 @@ class Shard:
         try:
             status, _ = self._api_for_cleanup().delete(name, version, self.retry_interval)
         except Exception as exc:  # noqa: BLE001 - another replica may clean it; try again later
-            _log.info("shard could not delete a departed Lease", lease=name, error=_short(exc))
+            _log.info("shard could not delete a departed Lease", lease=name, error=problem_text(exc))
             return
         with self._lock:
             peer = self._peers.get(name)
