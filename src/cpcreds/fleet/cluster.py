@@ -209,7 +209,8 @@ class Updated(FleetEvent):
 class Disengaged(FleetEvent):
     """The cluster is no longer to be worked on; its clients are closed. ``reason``: ``deleted``,
     ``unhealthy``, ``duplicate`` (another profile now stands for it), ``unusable`` (its changed
-    profile cannot be resolved) or ``credential`` (its changed profile's credential fails)."""
+    profile cannot be resolved), ``credential`` (its changed profile's credential fails) or
+    ``moved`` (another replica of the fleet's shard owns it now)."""
 
     reason: str = ""
     kind: ClassVar[str] = "disengage"

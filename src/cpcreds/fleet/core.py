@@ -10,7 +10,8 @@ iterator's own loop. Neither can slow the fleet down: a slow consumer only falls
 
 A cluster is engaged when its profile stands (not a KEP-4322 duplicate), resolves to a plan,
 its credential has been fetched once, and its ``ControlPlaneHealthy`` condition is True (unless
-``require_healthy=False``). Engaged clusters stay engaged while a later refresh fails (the
+``require_healthy=False``). With a :class:`~cpcreds.shard.Shard`, only the clusters this replica
+owns are engaged (see :mod:`cpcreds.fleet.ownership`). Engaged clusters stay engaged while a later refresh fails (the
 state says ``failing``): the credential they hold may still be valid, and flapping every
 controller on one failed refresh helps nobody.
 """
@@ -35,6 +36,7 @@ from .health import is_healthy
 from .hub import HubOptions, HubSource
 from .inventory import Change, DirectorySource, ProfileFeed
 from .members import Deduplicator
+from .ownership import Ownership
 
 __all__ = ["Fleet"]
 
@@ -67,7 +69,13 @@ class Fleet:
     condition is True; ``on_unhealthy`` says what happens to an engaged one whose condition
     turns: ``"disengage"`` (default) or ``"mark"`` (it stays engaged, ``state`` ``unhealthy``,
     and an :class:`Updated` event says so). ``dedupe`` (default True) acts on one profile per
-    KEP-4322 inventory member. ``on_engage``, ``on_update`` and ``on_disengage`` are called with
+    KEP-4322 inventory member. ``shard`` (a :class:`~cpcreds.shard.Shard`) splits the inventory
+    with the fleet's other replicas: only the clusters this replica owns (``namespace/name``
+    through the shard's rendezvous assignment) are engaged; on a membership change the clusters
+    that moved away are disengaged (reason ``moved``) and those that arrived engaged; before
+    every fetch the fleet checks the shard is fresh and still owns the cluster (self-fencing).
+    The fleet starts the shard (unless it runs already) and stops it when it closes, after its
+    own tasks, releasing the Lease so the other replicas take over at once. ``on_engage``, ``on_update`` and ``on_disengage`` are called with
     the :class:`FleetCluster`. ``concurrency`` bounds the fetches the fleet starts at once.
 
     Start it with ``with``/``async with`` or :meth:`start`; :meth:`close` ends every watch,
@@ -94,6 +102,7 @@ class Fleet:
         scan_interval: float = 1.0,
         backoff: BackoffPolicy | None = None,
         prometheus_registry: Any = None,
+        shard: Any = None,
     ) -> None:
         given = [name for name, value in (("hub", hub), ("folder", folder), ("feed", feed), ("source", source)) if value is not None]
         if len(given) != 1:
@@ -135,6 +144,13 @@ class Fleet:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._emitting: dict[str, asyncio.Task[None]] = {}
         self._members = Deduplicator()
+        self.shard = shard
+        self._ownership = Ownership(shard.owns) if shard is not None else None
+        # Synced waits for the shard's first claim: before it, this replica owns nothing.
+        self._claimed = shard is None
+        self._rebalancing: asyncio.Task[None] | None = None
+        self._rebalance_again = False
+        self._unsubscribe: Callable[[], None] | None = None
         self._problems: dict[str, str] = {}
         self._subscribers: set[_Subscriber] = set()
         self._waiting: set[str] = set()
@@ -214,6 +230,11 @@ class Fleet:
         self._callback_thread.start()
         self._thread.start()
         self._started.wait()
+        if self.shard is not None:
+            self._unsubscribe = self.shard.subscribe(self._membership_changed)
+            if not self.shard.running:
+                self.shard.start()
+            self._membership_changed(self.shard.membership)
         return self
 
     def close(self) -> None:
@@ -226,12 +247,16 @@ class Fleet:
                 return
             self._closed = True
             thread, loop = self._thread, self._loop
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if thread is not None and loop is not None:
             try:
                 asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=2.0)
             except Exception as exc:  # noqa: BLE001 - closing goes on whatever went wrong
                 _log.warning("fleet shutdown incomplete", error=redact_text(f"{type(exc).__name__}: {exc}"))
             thread.join(1.0)
+        if self.shard is not None:
+            self.shard.stop()  # after the fleet's own work: then the Lease is released
         if self._owns_engine:
             self.engine.close()
         self._callback_queue.put(None)
@@ -310,7 +335,7 @@ class Fleet:
             _log.error("inventory source stopped", error=problem)
 
     async def _shutdown(self) -> None:
-        tasks = [task for task in (self._main, *self._tasks.values(), *self._emitting.values()) if task is not None]
+        tasks = [task for task in (self._main, self._rebalancing, *self._tasks.values(), *self._emitting.values()) if task is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -347,11 +372,55 @@ class Fleet:
         if self.dedupe:
             with self._lock:  # the index is read by duplicates from other threads
                 change = self._members.apply(change)
+        if self._ownership is not None:
+            change = self._ownership.apply(change)
+        self._apply_standing(change)
+
+    def _apply_standing(self, change: Change) -> None:
         for key in change.deletes:
-            self._remove(key, "duplicate" if key in change.superseded else "deleted")
+            self._remove(key, "moved" if key in change.moved else "duplicate" if key in change.superseded else "deleted")
         for key, (profile, _origin) in change.upserts.items():
             self._upsert(key, profile)
         self._check_synced()
+
+    # -- the shard (membership changes arrive on the shard's judge thread) ------------------------
+
+    def _membership_changed(self, _view: Any) -> None:
+        loop = self._loop
+        if loop is None or self._closed:
+            return
+        try:
+            loop.call_soon_threadsafe(self._rebalance_soon)
+        except RuntimeError:  # the fleet's loop closed meanwhile
+            pass
+
+    def _rebalance_soon(self) -> None:
+        """One rebalance at a time; changes arriving meanwhile make one more after it."""
+        if self._rebalancing is not None and not self._rebalancing.done():
+            self._rebalance_again = True
+            return
+        self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance(), name="cpcreds-fleet-rebalance")
+
+    async def _rebalance(self) -> None:
+        assert self.shard is not None and self._ownership is not None
+        while True:
+            self._rebalance_again = False
+            claiming = self.shard.claiming()
+            identity = self.shard.identity
+            # Off the loop: 100,000 keys take a fraction of a second to assign.
+            assignment = await self.shard.assign(self._ownership.keys)
+            owners = assignment.owners
+
+            def owns(key: str) -> bool:
+                held = owners.get(key)
+                return claiming and (held == identity if held is not None else self.shard.owns(key))
+
+            self._apply_standing(self._ownership.rebalance(owns))
+            if claiming and not self._claimed:
+                self._claimed = True
+                self._check_synced()
+            if not self._rebalance_again:
+                return
 
     def _upsert(self, key: str, profile: dict[str, Any]) -> None:
         cluster = self._clusters.get(key)
@@ -417,7 +486,13 @@ class Fleet:
         was engaged on an older binding, and its first answer here is an update (or, if it
         fails, a disengage)."""
         assert self._slots is not None
+        shard = self.shard
         while True:
+            if shard is not None and not shard.owns(cluster.key):
+                # Self-fencing: this replica's Lease is stale or the key moved; the rebalance
+                # under way stops this task, or gives the key back, within a renew interval.
+                await asyncio.sleep(shard.retry_interval)
+                continue
             async with self._slots:
                 try:
                     answer = await binding.aanswer()
@@ -491,7 +566,7 @@ class Fleet:
             self._check_synced()
 
     def _check_synced(self) -> None:
-        if self._listed and not self._waiting and not self._synced.is_set():
+        if self._listed and self._claimed and not self._waiting and not self._synced.is_set():
             self._synced.set()
 
     # -- events ----------------------------------------------------------------------------------

@@ -68,6 +68,9 @@ class Change:
     #: Keys among ``deletes`` whose profile is still there, but another profile of the same
     #: KEP-4322 inventory member now stands for their cluster (see :mod:`cpcreds.fleet.members`).
     superseded: set[str] = field(default_factory=set)
+    #: Keys among ``deletes`` whose profile is still there, but another replica of a shard now
+    #: owns it (see :mod:`cpcreds.fleet.ownership`).
+    moved: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes or self.problems)

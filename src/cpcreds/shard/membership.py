@@ -231,6 +231,11 @@ class Shard:
 
     # -- what callers ask ----------------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`start` was called and :meth:`stop` not yet."""
+        return self._started and not self._stop.is_set()
+
     def fresh(self) -> bool:
         """Whether this replica may act on its keys now: its Lease was renewed, and the watch of
         its peers heard from, within ``renew_deadline`` (checked at each call, not by a thread)."""

@@ -1,0 +1,98 @@
+"""``Fleet(shard=...)``: fleets with a Shard each split one inventory's clusters on the hub fake's
+Leases (short leases: 1 s / 0.6 s / 0.2 s), move only what a membership change moves, and stop
+fetching while their Lease is stale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+import pytest
+
+from cpcreds import Fleet, HubOptions, ProfileFeed, Shard
+from tests.fakes import mint
+from tests.fakes.fixtures import HUB_TOKEN
+from tests.fakes.hub import HubServer
+from tests.fleet_harness import Recorder, make_engine, make_fleet, profile, until
+
+__all__ = ["make_engine", "make_fleet"]  # fixtures
+
+NAMESPACE = "cpcreds-system"
+NAMES = [f"cluster-{i}" for i in range(120)]
+
+
+@pytest.fixture
+def new_shard(hub: HubServer, tmp_path: Path) -> Iterator[Callable[[str], Shard]]:
+    """``new_shard(identity)``: a Shard (not started: the fleet starts it) with short leases."""
+    made: list[Shard] = []
+
+    def make(identity: str) -> Shard:
+        kubeconfig = hub.write_kubeconfig(tmp_path / f"{identity}.kubeconfig", HUB_TOKEN)
+        shard = Shard(HubOptions(kubeconfig=kubeconfig, timeout=5), namespace=NAMESPACE, identity=identity, lease_duration=1.0, renew_deadline=0.6, retry_interval=0.2)
+        made.append(shard)
+        return shard
+
+    yield make
+    for shard in made:
+        shard.stop()
+
+
+def feed() -> ProfileFeed:
+    return ProfileFeed([profile(name, namespace="fleet") for name in NAMES])
+
+
+def engaged_split(fleets: list[Fleet]) -> Callable[[], bool]:
+    """Every cluster engaged by exactly one of ``fleets``."""
+
+    def check() -> bool:
+        keys = [key for fleet in fleets for key in fleet.engaged]
+        return len(keys) == len(NAMES) and len(set(keys)) == len(NAMES)
+
+    return check
+
+
+def test_two_fleets_with_a_shard_each_split_the_clusters_by_rendezvous(make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    alpha, bravo = new_shard("alpha"), new_shard("bravo")
+    fleets = [make_fleet(feed=feed(), shard=alpha), make_fleet(feed=feed(), shard=bravo)]
+    assert all(fleet.wait_synced(10) for fleet in fleets)
+    until(engaged_split(fleets), timeout=5, what="the clusters split between the fleets")
+    for fleet, shard in zip(fleets, (alpha, bravo)):
+        assert set(fleet.engaged) == shard.assignment(f"fleet/{name}" for name in NAMES).owned_by(shard.identity)
+        assert 30 <= len(fleet.engaged) <= 90
+
+
+def test_a_fleet_closed_hands_its_clusters_to_the_other_which_disengages_none(make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    recorder = Recorder()
+    staying = make_fleet(feed=feed(), shard=new_shard("alpha"), **recorder.callbacks())
+    leaving = make_fleet(feed=feed(), shard=new_shard("bravo"))
+    until(engaged_split([staying, leaving]), timeout=10, what="the split")
+    kept = set(staying.engaged)
+    leaving.close()
+    took = until(lambda: len(staying.engaged) == len(NAMES), timeout=5, what="the takeover")
+    assert took < 1.0  # released, not expired: no lease duration to wait
+    assert kept <= recorder.engaged() and not [key for kind, key in recorder.seen if kind == "disengage"]
+
+
+def test_a_newcomer_takes_only_the_clusters_it_wins_and_the_other_disengages_exactly_those(make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    moved: list[str] = []
+    first = make_fleet(feed=feed(), shard=new_shard("alpha"), on_disengage=lambda cluster: moved.append(cluster.key))
+    until(lambda: len(first.engaged) == len(NAMES), timeout=10, what="alpha engaging everything")
+    second_shard = new_shard("bravo")
+    second = make_fleet(feed=feed(), shard=second_shard)
+    until(engaged_split([first, second]), timeout=10, what="the split")
+    won = second_shard.assignment(f"fleet/{name}" for name in NAMES).owned_by("bravo")
+    assert set(second.engaged) == won
+    until(lambda: set(moved) == won, timeout=2, what="alpha's disengage callbacks")
+    assert len(moved) == len(won)
+
+
+def test_a_fleet_whose_lease_is_stale_stops_fetching_and_gets_its_clusters_back(hub: HubServer, make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    shard = new_shard("alpha")
+    fleet = make_fleet(feed=ProfileFeed([profile("only", namespace="fleet")]), shard=shard)
+    until(lambda: "fleet/only" in fleet.engaged, timeout=10, what="engaged")
+    release = hub.stall_lease_writes(NAMESPACE, shard.lease_name)
+    until(lambda: "fleet/only" not in fleet.engaged, timeout=3, what="fenced")
+    assert not shard.fresh()
+    calls = mint.calls["only"]
+    release.set()
+    until(lambda: "fleet/only" in fleet.engaged, timeout=5, what="back")
+    assert mint.calls["only"] >= calls
