@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import difflib
 import re
 import sys
 from collections.abc import Mapping
@@ -159,6 +158,8 @@ def _missing_providers_hint(raw: Any) -> str:
     status = raw.get("status")
     if not isinstance(status, Mapping) or not status:
         return " (the profile has no status; the cluster manager fills it in)"
+    import difflib  # only to word a profile that matched no provider
+
     keys = [key for key in status if isinstance(key, str)]
     for key in keys:
         close = difflib.get_close_matches(key.lower(), [k.lower() for k in _PROVIDER_LISTS], n=1, cutoff=0.75)
