@@ -406,16 +406,7 @@ class Fleet:
         while True:
             self._rebalance_again = False
             claiming = self.shard.claiming()
-            identity = self.shard.identity
-            # Off the loop: 100,000 keys take a fraction of a second to assign.
-            assignment = await self.shard.assign(self._ownership.keys)
-            owners = assignment.owners
-
-            def owns(key: str) -> bool:
-                held = owners.get(key)
-                return claiming and (held == identity if held is not None else self.shard.owns(key))
-
-            self._apply_standing(self._ownership.rebalance(owns))
+            self._apply_standing(await self._ownership.reassign(self.shard))
             if claiming and not self._claimed:
                 self._claimed = True
                 self._check_synced()

@@ -30,11 +30,20 @@ class Ownership:
         self.owns = owns
         self._held: dict[str, tuple[dict[str, Any], str]] = {}
         self._out: set[str] = set()  # keys passed on as owned
+        #: How long the last :meth:`reassign` took to compute who owns what (seconds).
+        self.rebalance_seconds = 0.0
 
     @property
     def keys(self) -> list[str]:
         """Every standing profile's key, owned or not (what an assignment is computed over)."""
         return list(self._held)
+
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` is a standing profile of the inventory (owned here or elsewhere)."""
+        return key in self._held
+
+    def __len__(self) -> int:
+        return len(self._held)
 
     @property
     def owned(self) -> frozenset[str]:
@@ -64,6 +73,23 @@ class Ownership:
         for key, held in self._held.items():
             self._settle(key, held, owns(key), out, only_moves=True)
         return out
+
+    async def reassign(self, shard: Any) -> Change:
+        """:meth:`rebalance` after ``shard``'s membership changed: who owns each profile is
+        computed in a thread (:meth:`~cpcreds.shard.Shard.assign`), so 100,000 profiles do not
+        hold the event loop; nothing is owned while the shard does not claim keys. The
+        computation's wall time is kept in :attr:`rebalance_seconds`."""
+        claiming, identity = shard.claiming(), shard.identity
+        assignment = await shard.assign(self.keys)
+        self.rebalance_seconds = assignment.seconds
+        owners = assignment.owners
+
+        def owns(key: str) -> bool:
+            # A key added while the assignment ran is asked of the shard itself.
+            held = owners.get(key)
+            return claiming and (held == identity if held is not None else bool(shard.owns(key)))
+
+        return self.rebalance(owns)
 
     def _settle(self, key: str, held: tuple[dict[str, Any], str], owned: bool, out: Change, *, only_moves: bool = False) -> None:
         if owned:

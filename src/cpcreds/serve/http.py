@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -182,8 +182,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/v1/clusters":
             self._list(board)
         elif path.startswith("/v1/clusters/"):
-            cluster = board.one(unquote(path.removeprefix("/v1/clusters/")))
-            if cluster is None:
+            key = unquote(path.removeprefix("/v1/clusters/"))
+            cluster = board.one(key)
+            elsewhere = board.shard.elsewhere(key) if cluster is None and board.shard is not None else None
+            if elsewhere is not None:
+                self._redirect(key, *elsewhere)
+            elif cluster is None:
                 self._status(404, "NotFound", "no such profile: the path is /v1/clusters/<namespace>/<name>")
             else:
                 self._send(200, "application/json", json.dumps(cluster, indent=1).encode())
@@ -222,9 +226,27 @@ class _Handler(BaseHTTPRequestHandler):
             "clusters": clusters,
             "problems": board.problems(),
         }
+        if board.shard is not None:
+            body["shard"] = board.shard.section(len(board))
         # Compact when paged (a page is read by programs); indented when whole, as before.
         text = json.dumps(body, indent=None if query.limit else 1, separators=(",", ":") if query.limit else None)
         self._send(200, "application/json", text.encode())
+
+    def _redirect(self, key: str, owner: str, url: str) -> None:
+        """A profile another shard member owns: 307 to that member's status URL, saying who."""
+        if not url:
+            self._status(503, "ServiceUnavailable", f"profile {key} is served by shard member {owner}, which announces no status URL")
+            return
+        location = f"{url}/v1/clusters/{quote(key)}"
+        body = (json.dumps({"servedBy": owner, "location": location}) + "\n").encode()
+        self.send_response(307)
+        self.send_header("Location", location)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _status(self, code: int, reason: str, message: str) -> None:
         """An error as the Kubernetes API server words one: a ``Status`` object."""

@@ -73,6 +73,7 @@ class Keeper:
         probe: Probe | None = None,
         probe_interval: float = 60.0,
         on_plan: Listener | None = None,
+        may_fetch: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
@@ -82,6 +83,8 @@ class Keeper:
         self.probe = probe
         self.probe_interval = probe_interval
         self.on_plan = on_plan
+        #: Asked before every fetch (``cpcreds serve --shard``: this replica still owns the key).
+        self.may_fetch = may_fetch
         self.clock = clock
         self._slots = asyncio.Semaphore(concurrency)
         self._tracked: dict[str, _Tracked] = {}
@@ -205,6 +208,10 @@ class Keeper:
         plan = binding.plan
         next_probe = 0.0
         while True:
+            if self.may_fetch is not None and not self.may_fetch(key):
+                # Fenced: whoever decided this stops or restarts the task soon.
+                await asyncio.sleep(_RECHECK_SECONDS)
+                continue
             async with self._slots:
                 try:
                     answer = await binding.aanswer()

@@ -5,7 +5,9 @@ endpoints, wired together, with reload (SIGHUP, config file change) and graceful
 How one profile flows: a source reports it in a :class:`~cpcreds.fleet.inventory.Change`; the
 service remembers it (so a reload can start over) and hands the change to the keeper; the keeper
 resolves it through the engine, tells the kubeconfig writer, and runs its fetch/refresh task;
-the HTTP thread reads the status board.
+the HTTP thread reads the status board. With ``--shard``, a
+:class:`~cpcreds.fleet.ownership.Ownership` filter between the deduplication and the keeper passes
+on only the profiles this replica owns, and membership changes rebalance them (docs/sharding.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
+import os
 import signal
 import sys
 import time
@@ -30,11 +33,12 @@ from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
 from ..fleet.inventory import Change, DirectorySource
 from ..fleet.members import Deduplicator, MemberIndex
+from ..fleet.ownership import Ownership
 from .keeper import Keeper
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
 from .settings import ServeSettings, UnusableFolder, parse_listen
-from .status import ServeCollector, StatusBoard
+from .status import ServeCollector, ShardCollector, ShardStatus, StatusBoard
 
 __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
@@ -78,6 +82,11 @@ class Service:
         self._directory: DirectorySource | None = None
         self.http = None
         self.exit_code = 0
+        self.shard: Any = None
+        self._ownership: Ownership | None = None
+        self._claimed = False  # the shard claimed keys once: the first sync may finish
+        self._rebalancing: asyncio.Task[None] | None = None
+        self._rebalance_again = False
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -102,11 +111,14 @@ class Service:
             probe=prober,
             probe_interval=settings.probe_interval,
             on_plan=self.writer.update if self.writer is not None else None,
+            # Self-fencing: no fetch for a profile this replica no longer owns, or while its
+            # Lease is stale (the rebalance under way then stops the profile's task).
+            may_fetch=self.shard.owns if self.shard is not None else None,
         )
         self.engine, self.keeper, self.config = engine, keeper, config
         if self._profiles:
             keeper.apply(Change(upserts=dict(self._profiles)))
-        if self._listed:
+        if self._listed and self._claimed:
             keeper.inventory_loaded()
 
     async def _end_generation(self, keeper: Keeper, engine: CredentialEngine) -> None:
@@ -120,6 +132,11 @@ class Service:
         if duplicates != self._duplicates:
             self._duplicates = duplicates
             change.problems[_DUPLICATES] = _duplicates_problem(duplicates, self._members.index)
+        if self._ownership is not None:
+            change = self._ownership.apply(change)
+        self._apply_owned(change)
+
+    def _apply_owned(self, change: Change) -> None:
         for key in change.deletes:
             self._profiles.pop(key, None)
         self._profiles.update(change.upserts)
@@ -150,6 +167,8 @@ class Service:
             hint = "; another process is using it (or pick a free port: --listen 127.0.0.1:0)" if exc.errno == errno.EADDRINUSE else ""
             raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}{hint}", source="serve settings") from None
         self.http.start()
+        if settings.shard:
+            self._join_shard(loop)
         for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
             try:
                 loop.add_signal_handler(signum, event.set)
@@ -179,6 +198,83 @@ class Service:
         finally:
             await self._shutdown(tasks)
         return self.exit_code
+
+    # -- the shard ---------------------------------------------------------------------------
+
+    def _hub_options(self) -> Any:
+        from ..fleet.hub import HubOptions
+
+        settings = self.settings
+        return HubOptions(
+            kubeconfig=settings.hub_kubeconfig,
+            context=settings.hub_context,
+            in_cluster=settings.in_cluster,
+            namespaces=tuple(settings.namespaces),
+            label_selector=settings.label_selector,
+            timeout=settings.hub_timeout,
+        )
+
+    def _status_url(self) -> str:
+        """Where peers redirect requests for this replica's profiles: --shard-status-url, else
+        the listening address (``POD_IP`` in place of an unspecified host such as 0.0.0.0)."""
+        if self.settings.shard_status_url:
+            return self.settings.shard_status_url
+        assert self.http is not None
+        host, port = self.http.address
+        if host in ("0.0.0.0", "::"):
+            host = os.environ.get("POD_IP") or host
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def _join_shard(self, loop: asyncio.AbstractEventLoop) -> None:
+        from ..shard import Shard
+
+        settings = self.settings
+        shard = Shard(
+            self._hub_options(),
+            namespace=settings.shard_namespace,
+            group=settings.shard_group,
+            identity=settings.shard_identity,
+            lease_duration=settings.shard_lease_duration,
+            renew_deadline=settings.shard_renew_deadline,
+            retry_interval=settings.shard_retry_interval,
+            status_url=self._status_url(),
+        )
+        self.shard, self._ownership = shard, Ownership(shard.owns)
+        assert self.keeper is not None
+        self.keeper.may_fetch = shard.owns
+        self.board.shard = ShardStatus(shard, self._ownership)
+        self.metrics.register(ShardCollector(self.board.shard, lambda: len(self.keeper.keys) if self.keeper is not None else 0))
+
+        def changed(_view: Any) -> None:  # on the shard's judge thread
+            try:
+                loop.call_soon_threadsafe(self._rebalance_soon)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+        shard.subscribe(changed)
+        shard.start()
+        self.out.write(f"cpcreds serve: shard member {shard.identity} of group {shard.group} (Leases in {shard.namespace}), status URL {shard.status_url}\n")
+        self.out.flush()
+
+    def _rebalance_soon(self) -> None:
+        """One rebalance at a time; changes arriving meanwhile make one more after it."""
+        if self._rebalancing is not None and not self._rebalancing.done():
+            self._rebalance_again = True
+            return
+        self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance(), name="cpcreds-serve-rebalance")
+
+    async def _rebalance(self) -> None:
+        assert self.shard is not None and self._ownership is not None
+        while not self._stop.is_set():
+            self._rebalance_again = False
+            claiming = self.shard.claiming()
+            self._apply_owned(await self._ownership.reassign(self.shard))
+            if claiming and not self._claimed:
+                self._claimed = True
+                if self._listed and self.keeper is not None:
+                    self.keeper.inventory_loaded()
+            if not self._rebalance_again:
+                return
 
     def stop(self) -> None:
         """Ask the service to shut down (thread-safe only through ``loop.call_soon_threadsafe``)."""
@@ -252,18 +348,9 @@ class Service:
 
     async def _source(self) -> None:
         if self.settings.source == "hub":
-            from ..fleet.hub import HubOptions, HubSource
+            from ..fleet.hub import HubSource
 
-            settings = self.settings
-            options = HubOptions(
-                kubeconfig=settings.hub_kubeconfig,
-                context=settings.hub_context,
-                in_cluster=settings.in_cluster,
-                namespaces=tuple(settings.namespaces),
-                label_selector=settings.label_selector,
-                timeout=settings.hub_timeout,
-            )
-            await HubSource(options).run(self._changes.put_nowait, self._listed_once)
+            await HubSource(self._hub_options()).run(self._changes.put_nowait, self._listed_once)
             return
         directory = self._directory or DirectorySource(self._profiles_dir())
         await directory.run(self._changes.put_nowait, self._listed_once, scan_interval=self.settings.scan_interval, on_scan=self._folder_state)
@@ -279,7 +366,8 @@ class Service:
                 if not self._listed:
                     self._listed = True
                     assert self.keeper is not None
-                    self.keeper.inventory_loaded()
+                    if self.shard is None or self._claimed:  # else: at the shard's first claim
+                        self.keeper.inventory_loaded()
                 continue
             self._apply(change)
 
@@ -341,6 +429,8 @@ class Service:
         return True
 
     async def _shutdown(self, tasks: list[asyncio.Task[Any]]) -> None:
+        if self._rebalancing is not None:
+            tasks = [*tasks, self._rebalancing]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -352,6 +442,9 @@ class Service:
                 await asyncio.wait_for(self.keeper.close(), timeout)
             except asyncio.TimeoutError:
                 _log.warning("shutdown: some fetches did not stop in time", timeout=timeout)
+        if self.shard is not None:
+            # After this replica's work stopped: the Lease released, peers take over at once.
+            await asyncio.to_thread(self.shard.stop)
         if self.writer is not None:
             self.writer.flush()
         if self.http is not None:

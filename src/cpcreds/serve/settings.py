@@ -116,6 +116,22 @@ class ServeSettings(BaseSettings):
     #: The five per-profile series on /metrics: on, off, or None (auto) for on up to
     #: PER_PROFILE_METRICS_LIMIT profiles; the counts by state and provider are always there.
     per_profile_metrics: bool | None = None
+    #: Split the inventory with the other replicas of ``shard_group``: one coordination.k8s.io/v1
+    #: Lease per replica in ``shard_namespace`` on the hub (docs/sharding.md).
+    shard: bool = False
+    shard_namespace: str = "cpcreds-system"
+    shard_group: str = "cpcreds"
+    #: This replica's member name (unset: the pod name, else the host name, plus a random suffix).
+    shard_identity: str | None = None
+    #: client-go's leader-election knobs: a peer is dead when its Lease was not renewed for
+    #: shard_lease_duration; a replica stops serving when its own renewal is shard_renew_deadline
+    #: old; it renews every shard_retry_interval.
+    shard_lease_duration: float = 15.0
+    shard_renew_deadline: float = 10.0
+    shard_retry_interval: float = 2.0
+    #: Where peers send a request for this replica's profiles (unset: the --listen address, with
+    #: POD_IP for an unspecified host).
+    shard_status_url: str = ""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] | None = None
 
@@ -139,7 +155,17 @@ class ServeSettings(BaseSettings):
         return value
 
     @field_validator(
-        "scan_interval", "probe_interval", "probe_timeout", "shutdown_timeout", "hub_timeout", "http_idle_timeout", "http_header_timeout", mode="before"
+        "scan_interval",
+        "probe_interval",
+        "probe_timeout",
+        "shutdown_timeout",
+        "hub_timeout",
+        "http_idle_timeout",
+        "http_header_timeout",
+        "shard_lease_duration",
+        "shard_renew_deadline",
+        "shard_retry_interval",
+        mode="before",
     )
     @classmethod
     def _duration(cls, value: Any) -> float:
@@ -173,6 +199,12 @@ class ServeSettings(BaseSettings):
         chosen = [name for name, given in (("profilesDir", self.profiles_dir), ("hubKubeconfig", self.hub_kubeconfig), ("inCluster", self.in_cluster)) if given]
         if len(chosen) > 1:
             raise ValueError(f"choose one inventory source, not {' and '.join(chosen)}")
+        if self.shard and self.source != "hub":
+            raise ValueError("--shard needs the hub (--hub-kubeconfig or --in-cluster): the replicas' Leases live there")
+        if self.shard and not 0 < self.shard_retry_interval < self.shard_renew_deadline < self.shard_lease_duration:
+            raise ValueError("--shard-retry-interval must be shorter than --shard-renew-deadline, itself shorter than --shard-lease-duration")
+        if self.shard_status_url and not re.fullmatch(r"https?://[^\s/?#]+", self.shard_status_url):
+            raise ValueError("--shard-status-url must be http(s)://HOST[:PORT], such as http://10.0.0.7:9733")
         return self
 
     @property

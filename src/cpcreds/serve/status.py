@@ -18,18 +18,20 @@ import os
 import threading
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..fleet.health import control_plane_healthy
 from ..logs import redact_text
 
 __all__ = [
+    "ShardStatus",
+    "ShardCollector",
     "ClusterStatus",
     "ProbeResult",
     "StatusBoard",
@@ -255,6 +257,8 @@ class StatusBoard:
     source_detail: str = ""
     kubeconfig_dir: str | None = None
     last_reload: tuple[float, str, str | None] | None = None
+    #: With ``--shard``: this replica's membership (readiness, the ``shard`` section, redirects).
+    shard: ShardStatus | None = None
     # The indexes: keys by key, by "state:<s>", by "provider:<p>"; (rank, expiry, key) for the
     # page; the values each profile is filed under; counts by (state, provider).
     _index: dict[str, _SortedIndex] = field(default_factory=dict)
@@ -385,6 +389,8 @@ class StatusBoard:
 
     def readiness(self) -> str | None:
         """None when serve is ready (what ``/readyz`` answers 200 to), else why not."""
+        if self.shard is not None and (stale := self.shard.readiness()) is not None:
+            return stale
         if not self.synced:
             return "first sync in progress"
         return self.not_ready
@@ -558,6 +564,80 @@ class ServeCollector(Collector):
                 probe_up.add_metric([row.key], 1.0 if row.probe.ok else 0.0)
                 probe_seconds.add_metric([row.key], row.probe.latency_seconds)
         yield from (expiry, success, failing, probe_up, probe_seconds)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
+
+
+@dataclass
+class ShardStatus:
+    """What serve shows of its :class:`~cpcreds.shard.Shard` membership (read from the HTTP
+    thread): ``shard`` is the Shard, ``ownership`` the :class:`~cpcreds.fleet.ownership.Ownership`
+    filter holding every standing profile of the inventory."""
+
+    shard: Any
+    ownership: Any
+
+    def readiness(self) -> str | None:
+        """Why this replica is not ready as a shard member (its Lease stale, or not yet
+        claiming its profiles), or None."""
+        if not self.shard.fresh():
+            return f"this replica's shard Lease {self.shard.namespace}/{self.shard.lease_name} is not renewed (stale); its profiles are left to the other replicas"
+        if not self.shard.claiming():
+            return "joining the shard: waiting one renew interval before taking profiles"
+        return None
+
+    def elsewhere(self, key: str) -> tuple[str, str] | None:
+        """(owner, its status URL) when another live member owns the inventory's profile ``key``."""
+        if not self.ownership.holds(key):
+            return None
+        view = self.shard.membership
+        held = view.owner(key)
+        if held is None or held == self.shard.identity:
+            return None
+        return held, view.status_urls.get(held, "")
+
+    def section(self, owned: int) -> dict[str, Any]:
+        """The ``shard`` section of ``/v1/clusters``."""
+        view = self.shard.membership
+        total = len(self.ownership)
+        return {
+            "identity": self.shard.identity,
+            "group": self.shard.group,
+            "namespace": self.shard.namespace,
+            "fresh": self.shard.fresh(),
+            "claiming": self.shard.claiming(),
+            "members": [{"identity": member, "statusUrl": view.status_urls.get(member, "")} for member in view.members],
+            "profiles": total,
+            "owned": owned,
+            "share": round(owned / total, 4) if total else 0.0,
+        }
+
+
+class ShardCollector(Collector):
+    """serve's shard series: members, owned profiles, this replica's freshness, renewals by
+    result, membership changes (handovers) by reason, the last rebalance's computing time."""
+
+    def __init__(self, status: ShardStatus, owned: Callable[[], int]) -> None:
+        self.status, self.owned = status, owned
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        shard = self.status.shard
+        members = GaugeMetricFamily("cpcreds_shard_members", "Replicas taking profiles now, as this replica sees them (itself included when it claims).")
+        members.add_metric([], float(len(shard.membership.members)))
+        owned = GaugeMetricFamily("cpcreds_shard_owned_profiles", "Profiles this replica owns and keeps warm.")
+        owned.add_metric([], float(self.owned()))
+        fresh = GaugeMetricFamily("cpcreds_shard_self_fresh", "1 while this replica's own Lease is renewed in time (else it serves nothing).")
+        fresh.add_metric([], 1.0 if shard.fresh() else 0.0)
+        renewals = CounterMetricFamily("cpcreds_shard_renewals", "Writes of this replica's Lease, by result (renewed, created, conflict, failed, released).", labels=["result"])
+        for result, count in sorted(dict(shard.renewals).items()):
+            renewals.add_metric([result], float(count))
+        handovers = CounterMetricFamily("cpcreds_shard_handovers", "Membership changes seen, by reason (joined, expired, released, fresh, stale, stopped).", labels=["reason"])
+        for reason, count in sorted(dict(shard.handovers).items()):
+            handovers.add_metric([reason], float(count))
+        rebalance = GaugeMetricFamily("cpcreds_shard_rebalance_seconds", "How long the last rebalance took to compute who owns each profile.")
+        rebalance.add_metric([], float(self.status.ownership.rebalance_seconds))
+        yield from (members, owned, fresh, renewals, handovers, rebalance)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())
