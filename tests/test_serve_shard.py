@@ -83,10 +83,10 @@ def fleet_on_hub(hub: HubServer, tmp_path: Path) -> Iterator[Callable[..., Any]]
             hub.put(profile(f"cluster-{index}", namespace="fleet"))
         return [f"fleet/cluster-{index}" for index in range(first, first + count)]
 
-    def start(identity: str, seed: int, timings: tuple[str, str, str] = FAST) -> Replica:
+    def start(identity: str, seed: int, timings: tuple[str, str, str] = FAST, *extra: str) -> Replica:
         lease, renew, retry = timings
         args = ["--config", str(config), "--hub-kubeconfig", str(kubeconfig), "--shard", "--shard-namespace", NAMESPACE, "--shard-identity", identity]
-        args += ["--shard-lease-duration", lease, "--shard-renew-deadline", renew, "--shard-retry-interval", retry, "--per-profile-metrics", "true"]
+        args += ["--shard-lease-duration", lease, "--shard-renew-deadline", renew, "--shard-retry-interval", retry, "--per-profile-metrics", "true", *extra]
         env = {"PYTHONPATH": str(site), "PYTHONHASHSEED": str(seed), "CPCREDS_DISABLE_PLUGINS": "", "CPCREDS_PLUGINS": "mint"}
         process = Serve(args, env=env)
         started.append(process)
@@ -126,14 +126,23 @@ def split(replicas: list[Replica], keys: list[str]) -> dict[str, set[str]]:
     return dict(seen)
 
 
+def contexts(folder: Path) -> list[str]:
+    try:
+        document = yaml.safe_load((folder / "kubeconfig").read_text()) or {}
+    except FileNotFoundError:
+        return []
+    return [c["name"] for c in document.get("contexts") or []]
+
+
 def expected(keys: list[str], members: list[str]) -> dict[str, set[str]]:
     owners = assign(keys, members).owners
     return {member: {key for key in keys if owners[key] == member} for member in members}
 
 
-def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take_over_on_sigterm(fleet_on_hub: Any) -> None:
+def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take_over_on_sigterm(fleet_on_hub: Any, tmp_path: Path) -> None:
     keys = fleet_on_hub.put(300)
-    replicas = [fleet_on_hub(f"r{i}", seed=i + 1) for i in range(3)]
+    folders = [tmp_path / f"kubeconfigs-r{i}" for i in range(3)]
+    replicas = [fleet_on_hub(f"r{i}", i + 1, FAST, "--kubeconfig-dir", str(folders[i])) for i in range(3)]
     shares = steady(replicas, keys)
     assert shares == expected(keys, ["r0", "r1", "r2"])
     assert all(85 <= len(owned) <= 115 for owned in shares.values()), {k: len(v) for k, v in shares.items()}
@@ -154,6 +163,10 @@ def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take
     assert f'profile="{key}"' not in metrics and f'profile="{sorted(shares["r0"])[0]}"' in metrics
     assert "cpcreds_shard_members 3.0" in metrics and "cpcreds_shard_self_fresh 1.0" in metrics
     assert f"cpcreds_shard_owned_profiles {float(len(shares['r0']))}" in metrics
+
+    # Kubeconfigs hold no credential: every replica writes every profile's.
+    for folder in folders:
+        until(lambda: len(contexts(folder)) == 300, timeout=5, what=f"every context in {folder.name}")
 
     stopped_at = time.monotonic()
     code, _ = r2.process.stop(signal.SIGTERM)

@@ -42,6 +42,15 @@ class Ownership:
         """Whether ``key`` is a standing profile of the inventory (owned here or elsewhere)."""
         return key in self._held
 
+    def profile(self, key: str) -> dict[str, Any] | None:
+        """The standing profile ``key`` (owned here or elsewhere), or None."""
+        held = self._held.get(key)
+        return held[0] if held is not None else None
+
+    def unowned(self) -> list[str]:
+        """The standing profiles' keys this replica does not own."""
+        return [key for key in self._held if key not in self._out]
+
     def __len__(self) -> int:
         return len(self._held)
 

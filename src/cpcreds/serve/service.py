@@ -110,7 +110,7 @@ class Service:
             jitter=settings.refresh_jitter,
             probe=prober,
             probe_interval=settings.probe_interval,
-            on_plan=self.writer.update if self.writer is not None else None,
+            on_plan=self._kubeconfig_plan if self.writer is not None else None,
             # Self-fencing: no fetch for a profile this replica no longer owns, or while its
             # Lease is stale (the rebalance under way then stops the profile's task).
             may_fetch=self.shard.owns if self.shard is not None else None,
@@ -118,6 +118,9 @@ class Service:
         self.engine, self.keeper, self.config = engine, keeper, config
         if self._profiles:
             keeper.apply(Change(upserts=dict(self._profiles)))
+        if self._ownership is not None:
+            for key in self._ownership.unowned():  # their plans may differ under the new config
+                self._write_unowned(key)
         if self._listed and self._claimed:
             keeper.inventory_loaded()
 
@@ -133,7 +136,14 @@ class Service:
             self._duplicates = duplicates
             change.problems[_DUPLICATES] = _duplicates_problem(duplicates, self._members.index)
         if self._ownership is not None:
-            change = self._ownership.apply(change)
+            standing, change = change, self._ownership.apply(change)
+            if self.writer is not None:
+                # Kubeconfigs hold no credential: every replica writes every profile's; the
+                # keeper writes those this replica owns, these are the others.
+                for key in standing.deletes - change.deletes:
+                    self.writer.update(key, None, None)
+                for key in standing.upserts.keys() - change.upserts.keys():
+                    self._write_unowned(key)
         self._apply_owned(change)
 
     def _apply_owned(self, change: Change) -> None:
@@ -198,6 +208,25 @@ class Service:
         finally:
             await self._shutdown(tasks)
         return self.exit_code
+
+    def _kubeconfig_plan(self, key: str, plan: Any, profile: Any) -> None:
+        """The keeper's word on a profile's kubeconfig; a profile that moved to another replica
+        keeps its kubeconfig here too."""
+        assert self.writer is not None
+        self.writer.update(key, plan, profile)
+        if plan is None and self._ownership is not None and self._ownership.holds(key) and key not in self._ownership.owned:
+            self._write_unowned(key)
+
+    def _write_unowned(self, key: str) -> None:
+        """Write the kubeconfig of a profile another replica owns (resolved, never fetched)."""
+        profile = self._ownership.profile(key) if self._ownership is not None else None
+        if self.writer is None or self.engine is None or profile is None:
+            return
+        try:
+            plan = self.engine.resolve(profile)
+        except CredentialError:
+            plan = None  # its owner shows why on its page; here there is nothing to write
+        self.writer.update(key, plan, profile if plan is not None else None)
 
     # -- the shard ---------------------------------------------------------------------------
 
