@@ -33,12 +33,10 @@ is refused before anything runs, with a "did you mean" and the list of options.
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import os
 import re
 import sys
-import textwrap
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +47,6 @@ from ._parse import DocumentError, load_document
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
-from .logs import redact_text
 from ._options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
 from .plan import AccessPlan
 
@@ -212,6 +209,8 @@ def run_plugin(
 
 def _fail(label: str, exc: BaseException) -> NoReturn:
     # The client shows this line to its user and may log it: nothing that looks like a secret.
+    from .logs import redact_text  # only on failure: a run that answers loads no redaction patterns
+
     message: Any = redact_text(" ".join(str(exc).split())) or type(exc).__name__
     sys.stderr.write(f"{label}: {message}\n")
     sys.stderr.flush()
@@ -308,6 +307,8 @@ def _options_problem(exc: BaseException) -> str:
 
         where, what = describe_validation_error(exc)[0]  # type: ignore[arg-type]
         return f"option {where}: {what}" if where else f"options: {what}"
+    from .logs import redact_text
+
     return f"options: {redact_text(' '.join(str(exc).split())) or type(exc).__name__}"
 
 
@@ -483,6 +484,8 @@ _CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
 def print_help(usage: str, intro: str, factory: Any) -> NoReturn:
     """Print ``--help`` for a provider run as a plugin (``usage``, ``intro``, then what the
     provider is and its options, see :func:`describe_options`) and exit 0."""
+    import textwrap  # --help only
+
     width = 100
     parts = [usage, textwrap.fill(intro, width, break_on_hyphens=False)]
     model = options_model_of(factory)
@@ -512,4 +515,6 @@ def print_help(usage: str, intro: str, factory: Any) -> NoReturn:
 
 def _plain(docstring: str) -> str:
     """A docstring as help text: dedented, without reStructuredText's ``literal`` marks."""
+    import inspect
+
     return inspect.cleandoc(docstring).replace("``", "")
