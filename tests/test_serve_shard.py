@@ -63,6 +63,14 @@ class Replica:
         except OSError:
             return set()
 
+    def ready_count(self) -> int:
+        """How many profiles this replica holds ready (a one-row page: cheap to poll)."""
+        try:
+            status, _, body = self.get("/v1/clusters?limit=1")
+        except OSError:
+            return 0
+        return body["counts"].get("ready", 0) if status == 200 else 0
+
     def readyz(self) -> int:
         return self.get("/readyz")[0]
 
@@ -118,6 +126,10 @@ def split(replicas: list[Replica], keys: list[str]) -> dict[str, set[str]]:
     seen: dict[str, set[str]] = {}
 
     def check() -> bool:
+        # Polled on counts first: listing thousands of profiles many times a second would
+        # slow down the replicas under test.
+        if sum(r.ready_count() for r in replicas) != len(keys):
+            return False
         seen.update({r.identity: r.ready_keys() for r in replicas})
         held = [key for keys_ in seen.values() for key in keys_]
         return len(held) == len(keys) and set(held) == set(keys)
@@ -215,3 +227,56 @@ def test_a_replica_paused_past_two_leases_is_taken_over_then_not_ready_until_it_
     back = steady(replicas, keys)
     assert back == shares
     until(lambda: r2.readyz() == 200, timeout=5, what="r2 ready again")
+
+
+@pytest.mark.slow
+def test_the_issue_scenario_3000_profiles_with_stalled_lease_writes_churn_crash_and_graceful_stop(hub: HubServer, fleet_on_hub: Any) -> None:
+    timings = ("6s", "4s", "2s")  # lease duration, renew deadline, retry interval
+    keys = fleet_on_hub.put(3000)
+    replicas = [fleet_on_hub(f"r{i}", i + 31, timings) for i in range(3)]
+    shares = steady(replicas, keys)
+    assert all(850 <= len(owned) <= 1150 for owned in shares.values()), {k: len(v) for k, v in shares.items()}
+    r0, r1, r2 = replicas
+
+    # r2's Lease writes stall: it stops serving (readyz 503, no profile) before r0 takes over.
+    release = hub.stall_lease_writes(NAMESPACE, "cpcreds-r2")
+    moments: dict[str, float] = {}
+
+    def watch() -> bool:
+        if "stale" not in moments and r2.readyz() == 503 and not r2.ready_keys():
+            moments["stale"] = time.monotonic()
+        if "taken" not in moments and len(r0.listing()["shard"]["members"]) == 2:
+            moments["taken"] = time.monotonic()
+        return len(moments) == 2
+
+    until(watch, timeout=15, what="r2 fenced and r0 taking over")
+    assert moments["stale"] < moments["taken"]
+    assert split([r0, r1], keys) == expected(keys, ["r0", "r1"])
+    release.set()
+    assert steady(replicas, keys) == shares
+
+    # 100 profiles added and 100 deleted: each added one ready on exactly one replica within 2 s.
+    from tests.fakes.hub import CLUSTER_PROFILES
+
+    for index in range(100):
+        hub.delete(CLUSTER_PROFILES, "fleet", f"cluster-{index}")
+    added = fleet_on_hub.put(100, first=3000)
+    started = time.monotonic()
+    now = keys[100:] + added
+    split(replicas, now)
+    assert time.monotonic() - started < 2.0
+
+    # kill -9: taken over within lease + renew deadline, nobody else's profiles moved.
+    before = split(replicas, now)
+    killed_at = time.monotonic()
+    r2.process.kill()
+    after = split([r0, r1], now)
+    assert time.monotonic() - killed_at < 6 + 4
+    assert after["r0"] >= before["r0"] and after["r1"] >= before["r1"]
+
+    # SIGTERM: taken over within 3 s, without waiting for the lease.
+    stopped_at = time.monotonic()
+    code, took = r1.process.stop(signal.SIGTERM)
+    assert code == 0
+    assert split([r0], now)["r0"] == set(now)
+    assert time.monotonic() - stopped_at < 3.0
