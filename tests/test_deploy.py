@@ -86,9 +86,9 @@ def _shard_objects() -> dict[str, dict[str, Any]]:
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
 
 
-def test_the_shard_manifests_are_the_lease_role_its_binding_and_a_disruption_budget() -> None:
+def test_the_shard_manifests_are_the_lease_role_its_binding_a_disruption_budget_and_the_deployment() -> None:
     objects = _shard_objects()
-    assert set(objects) == {"Role/cpcreds-shard-leases", "RoleBinding/cpcreds-shard-leases", "PodDisruptionBudget/cpcreds"}
+    assert set(objects) == {"Role/cpcreds-shard-leases", "RoleBinding/cpcreds-shard-leases", "PodDisruptionBudget/cpcreds", "Deployment/cpcreds"}
     role = objects["Role/cpcreds-shard-leases"]
     assert role["metadata"]["namespace"] == "cpcreds-system"
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "delete"]}]
@@ -98,6 +98,36 @@ def test_the_shard_manifests_are_the_lease_role_its_binding_and_a_disruption_bud
     budget = objects["PodDisruptionBudget/cpcreds"]["spec"]
     assert budget["maxUnavailable"] == 1
     assert budget["selector"]["matchLabels"] == _objects()["Deployment/cpcreds"]["spec"]["selector"]["matchLabels"]
+
+
+def test_the_shard_deployment_runs_three_replicas_of_serve_shard_on_the_hub_with_their_status_url() -> None:
+    from cpcreds.cli import build_parser
+
+    deployment = _shard_objects()["Deployment/cpcreds"]
+    single = _objects()["Deployment/cpcreds"]
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["selector"] == single["spec"]["selector"] == {"matchLabels": _shard_objects()["PodDisruptionBudget/cpcreds"]["spec"]["selector"]["matchLabels"]}
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (plain,) = single["spec"]["template"]["spec"]["containers"]
+    assert {k: v for k, v in container.items() if k not in ("args", "env")} == {k: v for k, v in plain.items() if k != "args"}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_IP": "status.podIP"}
+    # The args as the kubelet expands them, read by serve's own parser and settings.
+    args = [arg.replace("$(POD_IP)", "10.0.0.7") for arg in container["args"]]
+    parsed = build_parser().parse_args(["serve", *args])
+    flags = {key.removeprefix("serve_"): value for key, value in vars(parsed).items() if key.startswith("serve_")}
+    text = _objects()["ConfigMap/cpcreds-config"]["data"]["providers.yaml"]
+    config = ProviderConfig.from_dict(yaml.safe_load(text), source="providers.yaml")
+    settings = ServeSettings.load(flags, config.serve)
+    assert settings.shard and settings.source == "hub" and settings.shard_namespace == objects_namespace()
+    assert settings.shard_status_url == "http://10.0.0.7:9733" and parse_listen(settings.listen)[1] == 9733
+    # Stopping takes serve's shutdown and then the Lease's release, bounded by the renew deadline.
+    assert pod["terminationGracePeriodSeconds"] >= settings.shutdown_timeout + settings.shard_renew_deadline
+
+
+def objects_namespace() -> str:
+    return _shard_objects()["Role/cpcreds-shard-leases"]["metadata"]["namespace"]
 
 
 def test_the_lease_role_is_all_a_replica_needs(hub: Any, tmp_path: Path) -> None:
