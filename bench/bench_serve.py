@@ -6,8 +6,12 @@ For each size, writes that many ClusterProfiles (a folder of files, or objects o
 fake), starts the real ``cpcreds serve`` (a subprocess, exactly as a user runs it) with the fast
 in-process ``mint`` provider from tests/fakes/mint.py installed as a distribution, and reports:
 seconds from start to ``/readyz`` = 200, RSS at ready, CPU used over 5 s of steady state, and how
-long a profile added afterwards takes to show ``ready``. Targets at 10,000: ready <= 10 s,
-RSS <= 300 MB, steady-state CPU near idle; an added profile ready within 1 s.
+long a profile added afterwards takes to show ``ready``. In the same run, the *floor* (issue 21):
+a new process that reads each profile file with ``json.loads`` and calls
+``CredentialEngine.from_file(cfg).get_credential(p)`` for each, same provider: its seconds from
+start to the last credential and its RSS then. Targets (issue 21): ready <= 1.15x the floor at
+10,000 and 100,000; RSS <= 1.5x the floor's at 100,000; steady-state CPU near idle; an added
+profile ready within 1 s. The load average is printed with each row.
 """
 
 from __future__ import annotations
@@ -67,15 +71,51 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -> dict[str, float]:
+#: The floor's program: the least a process can do to hold every profile's credential.
+FLOOR = """
+import json, os, sys
+from pathlib import Path
+from cpcreds import CredentialEngine
+engine = CredentialEngine.from_file(sys.argv[1])
+for path in sorted(Path(sys.argv[2]).iterdir()):
+    engine.get_credential(json.loads(path.read_bytes()))
+for line in Path("/proc/self/status").read_text().splitlines():
+    if line.startswith("VmRSS:"):
+        print(int(line.split()[1]) / 1024)
+"""
+
+
+def write_config(workdir: Path) -> Path:
     config = workdir / "providers.yaml"
     config.write_text(yaml.safe_dump({"providers": [{"name": "mint", "type": "mint", "options": {"lifetime": 3600}}]}))
+    return config
+
+
+def write_profiles(profiles: Path, size: int) -> None:
+    profiles.mkdir()
+    for index in range(size):
+        (profiles / f"c{index:05d}.json").write_text(json.dumps(profile(index)))
+
+
+def floor(size: int, workdir: Path, site: Path) -> dict[str, float]:
+    """The floor (see the module docstring): seconds from start to the last credential, RSS then."""
+    profiles = workdir / f"floor-{size}"
+    write_profiles(profiles, size)
+    env = {**os.environ, "PYTHONPATH": str(site), "CPCREDS_PLUGINS": "mint"}
+    try:
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", FLOOR, str(write_config(workdir)), str(profiles)], env=env, check=True, capture_output=True, text=True)
+        return {"ready_s": time.monotonic() - started, "rss_mb": float(out.stdout.split()[-1])}
+    finally:
+        shutil.rmtree(profiles, ignore_errors=True)
+
+
+def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -> dict[str, float]:
+    config = write_config(workdir)
     profiles = workdir / f"profiles-{size}"
     args = [str(CPCREDS), "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--log-level", "warning", "--concurrency", "64"]
     if source == "directory":
-        profiles.mkdir()
-        for index in range(size):
-            (profiles / f"c{index:05d}.json").write_text(json.dumps(profile(index)))
+        write_profiles(profiles, size)
         args += ["--profiles-dir", str(profiles)]
     else:
         for index in range(size):
@@ -131,7 +171,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="cpcreds-bench-serve-"))
     site = mint.install(workdir / "site")
     print(f"source={options.source}")
-    print(f"{'profiles':>9} {'ready (s)':>10} {'RSS (MB)':>9} {'idle CPU':>9} {'added (s)':>10}")
+    print(f"{'profiles':>9} {'ready (s)':>10} {'floor (s)':>10} {'ratio':>6} {'RSS (MB)':>9} {'floor MB':>9} {'ratio':>6} {'idle CPU':>9} {'added (s)':>10}  load")
     for size in (int(s) for s in options.sizes.split(",")):
         hub = None
         if options.source == "hub":
@@ -144,7 +184,14 @@ def main() -> None:
         finally:
             if hub is not None:
                 hub.stop()  # type: ignore[attr-defined]
-        print(f"{size:>9} {result['ready_s']:>10.2f} {result['rss_mb']:>9.1f} {result['idle_cpu']:>8.1%} {result['added_s']:>10.3f}")
+        base = floor(size, workdir, site)
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(
+            f"{size:>9} {result['ready_s']:>10.2f} {base['ready_s']:>10.2f} {result['ready_s'] / base['ready_s']:>5.2f}x"
+            f" {result['rss_mb']:>9.1f} {base['rss_mb']:>9.1f} {result['rss_mb'] / base['rss_mb']:>5.2f}x"
+            f" {result['idle_cpu']:>8.1%} {result['added_s']:>10.3f}  {load}",
+            flush=True,
+        )
     shutil.rmtree(workdir, ignore_errors=True)
 
 
