@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import time
 import urllib.parse
@@ -23,7 +24,7 @@ import yaml
 from cpcreds.shard import assign
 from tests.fakes import mint
 from tests.fakes.fixtures import HUB_TOKEN
-from tests.fakes.hub import HubServer
+from tests.fakes.hub import HubServer, lease
 from tests.fleet_harness import profile, until
 from tests.test_serve_process import Serve
 
@@ -280,3 +281,58 @@ def test_the_issue_scenario_3000_profiles_with_stalled_lease_writes_churn_crash_
     assert code == 0
     assert split([r0], now)["r0"] == set(now)
     assert time.monotonic() - stopped_at < 3.0
+
+
+# -- settings and hostile peers --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, wanted",
+    [
+        (["--shard"], "--shard needs the hub"),
+        (["--hub-kubeconfig", "HUB", "--shard", "--shard-renew-deadline", "20s"], "shorter than --shard-lease-duration"),
+        (["--hub-kubeconfig", "HUB", "--shard", "--shard-status-url", "http://a.test/path"], "http(s)://HOST[:PORT]"),
+    ],
+)
+def test_shard_settings_that_cannot_work_stop_serve_at_start_with_one_line(tmp_path: Path, flags: list[str], wanted: str) -> None:
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "mint", "type": "mint"}]}))
+    (tmp_path / "profiles").mkdir()
+    hub = tmp_path / "hub.kubeconfig"
+    hub.write_text("")
+    args = [arg.replace("HUB", str(hub)) for arg in flags]
+    if "--hub-kubeconfig" not in flags:
+        args += ["--profiles-dir", str(tmp_path / "profiles")]
+    process = Serve(["--config", str(config), *args])
+    try:
+        assert process.process.wait(30) == 1
+        process.wait_for(r"^cpcreds: error: serve settings: .*" + re.escape(wanted))
+        assert len(process.lines) == 1
+    finally:
+        process.kill()
+
+
+def test_a_peer_announcing_a_malformed_status_url_gets_no_redirect_and_no_header_injected(hub: HubServer, start_serve: Any, tmp_path: Path) -> None:
+    keys = [f"fleet/cluster-{i}" for i in range(40)]
+    for index in range(40):
+        hub.put(profile(f"cluster-{index}", namespace="fleet"))
+    # A peer whose Lease (written by anyone allowed to write Leases) announces a header injection.
+    evil = "http://evil.test\r\nSet-Cookie: session=stolen"
+    hub.create(lease(NAMESPACE, "cpcreds-evil", "evil", duration=60, labels={"shard.cpcreds.io/group": "cpcreds"}, annotations={"shard.cpcreds.io/status-url": evil}))
+    kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
+    service = start_serve(
+        [{"name": "mint", "type": "mint"}],
+        hub_kubeconfig=str(kubeconfig),
+        shard=True,
+        shard_namespace=NAMESPACE,
+        shard_identity="r0",
+        shard_lease_duration="2s",
+        shard_renew_deadline="1.2s",
+        shard_retry_interval="0.4s",
+    )
+    owned_by_evil = sorted(assign(keys, ["evil", "r0"]).owned_by("evil"))
+    service.until(lambda: service.get("/readyz")[0] == 200, timeout=10, what="r0 ready")
+    status, _, body = service.get(f"/v1/clusters/{owned_by_evil[0]}")
+    assert status == 503 and "announces no status URL" in json.loads(body)["message"]
+    listing = json.loads(service.get("/v1/clusters")[2])
+    assert listing["shard"]["members"] == [{"identity": "evil", "statusUrl": ""}, {"identity": "r0", "statusUrl": service.url}]

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 
 from ..config import describe_validation_error, parse_duration
 from ..errors import ConfigError
+from ..shard import STATUS_URL
 
 __all__ = ["ServeSettings", "UnusableFolder", "DEFAULT_LISTEN", "parse_listen"]
 
@@ -203,7 +204,7 @@ class ServeSettings(BaseSettings):
             raise ValueError("--shard needs the hub (--hub-kubeconfig or --in-cluster): the replicas' Leases live there")
         if self.shard and not 0 < self.shard_retry_interval < self.shard_renew_deadline < self.shard_lease_duration:
             raise ValueError("--shard-retry-interval must be shorter than --shard-renew-deadline, itself shorter than --shard-lease-duration")
-        if self.shard_status_url and not re.fullmatch(r"https?://[^\s/?#]+", self.shard_status_url):
+        if self.shard_status_url and not STATUS_URL.fullmatch(self.shard_status_url):
             raise ValueError("--shard-status-url must be http(s)://HOST[:PORT], such as http://10.0.0.7:9733")
         return self
 

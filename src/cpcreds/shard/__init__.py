@@ -10,9 +10,14 @@ renewing this replica's Lease from its own thread, watching the peers', self-fen
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["Shard", "Membership", "Assignment", "owner", "assign"]
+__all__ = ["Shard", "Membership", "Assignment", "owner", "assign", "STATUS_URL"]
+
+#: What a status URL may be (announced in a Lease, redirected to): ``http(s)://HOST[:PORT]``, no
+#: path, no white space or control character (a peer's annotation ends up in a Location header).
+STATUS_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
 
 _HOMES = {
     "Shard": "membership",

@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from ..fleet.hub import HubOptions, HubProblem, backoff_delay, problem_text
 from ..fleet.hubclient import HubConnector
 from ..logs import get_logger
+from . import STATUS_URL
 from .leases import COORDINATION, LeaseAPI, events, message, micro_time
 from .rendezvous import Assignment, assign, owner
 
@@ -144,6 +145,8 @@ class Shard:
                 f"< lease_duration ({lease_duration:g}s)",
                 field="lease_duration",
             )
+        if status_url and not STATUS_URL.fullmatch(status_url):
+            raise ConfigError(f"shard status URL {status_url!r} must be http(s)://HOST[:PORT]", field="status_url")
         self.identity = identity if identity is not None else default_identity()
         self.lease_name = f"{group}-{self.identity}".lower()
         if len(self.lease_name) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in self.lease_name.split(".")):
@@ -506,6 +509,8 @@ class Shard:
         duration = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and duration > 0 else self.lease_duration
         annotations = (item.get("metadata") or {}).get("annotations") or {}
         url = annotations.get(STATUS_ANNOTATION, "") if isinstance(annotations, dict) else ""
+        # A malformed URL is not announced: it would be sent to clients in a Location header.
+        url = url if isinstance(url, str) and STATUS_URL.fullmatch(url) else ""
         version = str((item.get("metadata") or {}).get("resourceVersion") or "")
         known = self._peers.get(name)
         renew = spec.get("renewTime")
