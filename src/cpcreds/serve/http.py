@@ -197,8 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
                 clusters, token = board.select(query)
             except BadQuery:
                 # A stale link or bookmark: the first page of the same filters, not an error page.
-                query = _query(self.path, order="attention", limit=PAGE_SIZE, drop_continue=True)
-                clusters, token = board.select(query)
+                try:
+                    query = _query(self.path, order="attention", limit=PAGE_SIZE, drop_continue=True)
+                    clusters, token = board.select(query)
+                except BadQuery as exc:  # a filter itself is wrong (limit=0, state=bogus)
+                    self._send(exc.code, "text/plain; charset=utf-8", f"{exc}\n".encode())
+                    return
             self._send(200, "text/html; charset=utf-8", render_status_page(board, query, clusters, token).encode())
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found: try /, /v1/clusters, /metrics, /healthz, /readyz\n")
@@ -283,10 +287,12 @@ def _query(target: str, *, order: str = "key", limit: int | None = None, drop_co
     if order not in ("key", "attention"):
         raise BadQuery("order must be key or attention")
     if "limit" in params:
-        text = params["limit"]
-        if not text.isdigit() or not 0 < int(text) <= _MAX_LIMIT:
+        # ASCII digits only (str.isdigit() takes '²', which int() refuses), and leading zeros
+        # dropped before int(), which refuses more than 4,300 digits.
+        digits = params["limit"].lstrip("0")
+        if not params["limit"].isascii() or not params["limit"].isdigit() or len(digits) > len(str(_MAX_LIMIT)) or not 0 < int(digits or "0") <= _MAX_LIMIT:
             raise BadQuery(f"limit must be a whole number from 1 to {_MAX_LIMIT}")
-        limit = int(text)
+        limit = int(digits)
     return Query(
         state=state,
         provider=params.get("provider"),

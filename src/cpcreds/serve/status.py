@@ -461,7 +461,8 @@ class StatusBoard:
             version, instance, filters, last = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
             if version != 1:
                 raise ValueError
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        # RecursionError: a forged token of thousands of nested arrays (the request line allows 64 KiB).
+        except (ValueError, TypeError, RecursionError, binascii.Error, UnicodeDecodeError):
             raise BadQuery("the continue token is not valid: pass the one the previous page returned, or none to start over") from None
         if instance != self._instance:
             raise BadQuery(
