@@ -210,7 +210,7 @@ class Disengaged(FleetEvent):
     """The cluster is no longer to be worked on; its clients are closed. ``reason``: ``deleted``,
     ``unhealthy``, ``duplicate`` (another profile now stands for it), ``unusable`` (its changed
     profile cannot be resolved), ``credential`` (its changed profile's credential fails) or
-    ``moved`` (another replica of the fleet's shard owns it now)."""
+    ``moved`` (another replica of the fleet's shard owns it now, or this replica's Lease is stale)."""
 
     reason: str = ""
     kind: ClassVar[str] = "disengage"
