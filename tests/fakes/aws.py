@@ -30,7 +30,7 @@ wants the ``Authorization`` :attr:`container_authorization` when one is set. The
 out are temporary keys of :class:`FakeAWS`, so STS accepts them.
 
 Both record what they saw (:attr:`seen`) and take faults for their next requests (:meth:`fail`,
-with :class:`~tests.fakes.google.Fault`: an error status and body, an answer that never comes,
+with :class:`~tests.fakes.http.Fault`: an error status and body, an answer that never comes,
 a body cut off). Fault endpoints: ``sts`` (GetCallerIdentity), ``assume-role``,
 ``web-identity``, ``ecr``; ``imds-token``, ``imds-credentials``, ``container``.
 """
@@ -49,11 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 from xml.sax.saxutils import escape
 
-from .google import Fault, SeenCall, _Handler, _HTTPServer, _LoopbackServer, _Reply
+from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
 from .pki import PKI
 
 __all__ = [
@@ -158,28 +158,13 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _TLSServer(_HTTPServer):
-    """The google fakes' loopback server, each connection in TLS (done in its own thread)."""
-
-    def __init__(self, owner: _LoopbackServer, context: ssl.SSLContext) -> None:
-        self._context = context
-        super().__init__(owner)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            conn = self._context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            self.shutdown_request(request)
-            return
-        super().process_request_thread(conn, client_address)
-
-
-class FakeAWS(_LoopbackServer):
+class FakeAWS(LoopbackServer):
     """STS and ECR on one loopback HTTPS server. ``pki`` signs its certificate (a new one if not given)."""
 
     def __init__(self, pki: PKI | None = None, *, region: str = "us-west-2", ecr_token_lifetime: int = 12 * 3600) -> None:
-        super().__init__(token_lifetime=3600)
         self.pki = pki or PKI()
+        # HTTPS: its url (https://127.0.0.1:<port>) is AWS_ENDPOINT_URL_STS and AWS_ENDPOINT_URL_ECR.
+        super().__init__(token_lifetime=3600, ssl_context=self.pki.server_ssl_context())
         #: The region STS expects in a signature's scope (the endpoint's region).
         self.region = region
         #: Lifetime, in seconds, of the ECR authorization tokens issued from now on.
@@ -194,19 +179,6 @@ class FakeAWS(_LoopbackServer):
         self.ecr_passwords: list[str] = []
         #: ``(region, arn)`` of every GetAuthorizationToken: the region signed for, and the caller.
         self.ecr_calls: list[tuple[str, str]] = []
-
-    def start(self) -> Self:
-        if self._httpd is not None:
-            raise RuntimeError("FakeAWS is one-shot: start() was already called")
-        self._httpd = _TLSServer(self, self.pki.server_ssl_context())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=f"FakeAWS {self.port}")
-        self._thread.start()
-        return self
-
-    @property
-    def url(self) -> str:
-        """``https://127.0.0.1:<port>``: AWS_ENDPOINT_URL_STS and AWS_ENDPOINT_URL_ECR."""
-        return f"https://127.0.0.1:{self.port}"
 
     def write_ca(self, path: Path) -> Path:
         """Write the CA of this fake's certificate (for ``AWS_CA_BUNDLE``); returns ``path``."""
@@ -312,11 +284,11 @@ class FakeAWS(_LoopbackServer):
         action = dict(parse_qsl(form)).get("Action")
         return {"GetCallerIdentity": "sts", "AssumeRole": "assume-role", "AssumeRoleWithWebIdentity": "web-identity"}.get(str(action), "unknown")
 
-    def _dispatch(self, handler: _Handler, body: bytes) -> None:
+    def _dispatch(self, handler: Handler, body: bytes) -> None:
         self._current.request = (handler, body)
         super()._dispatch(handler, body)
 
-    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+    def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
         try:
             if endpoint == "sts":
                 return self._get_caller_identity(handler)
@@ -330,7 +302,7 @@ class FakeAWS(_LoopbackServer):
         except _Refused as refused:
             if endpoint == "ecr":
                 document = {"__type": refused.code, "message": str(refused)}
-                return _Reply(refused.status, json.dumps(document).encode(), "application/x-amz-json-1.1")
+                return Reply(refused.status, json.dumps(document).encode(), "application/x-amz-json-1.1")
             error = f"<Error><Type>Sender</Type><Code>{refused.code}</Code><Message>{escape(str(refused))}</Message></Error>"
             return _xml(refused.status, f'<ErrorResponse xmlns="{_STS_NS}">{error}<RequestId>{_request_id()}</RequestId></ErrorResponse>')
 
@@ -354,7 +326,7 @@ class FakeAWS(_LoopbackServer):
             raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
         return access_key, scope
 
-    def _get_caller_identity(self, handler: _Handler) -> _Reply:
+    def _get_caller_identity(self, handler: Handler) -> Reply:
         # A presigned GET: every SigV4 value is in the query.
         parts = urlsplit(handler.path)
         query = parse_qsl(parts.query, keep_blank_values=True)
@@ -393,7 +365,7 @@ class FakeAWS(_LoopbackServer):
         result = f"<Arn>{keys.arn}</Arn><UserId>{user_id}</UserId><Account>{ACCOUNT}</Account>"
         return _xml(200, _sts_document("GetCallerIdentity", result))
 
-    def _signed_caller(self, handler: _Handler, body: bytes, service: str) -> tuple[AwsKeys, str]:
+    def _signed_caller(self, handler: Handler, body: bytes, service: str) -> tuple[AwsKeys, str]:
         # A SigV4 Authorization header, as botocore's clients sign. Returns the caller and the
         # region signed for.
         authorization = handler.headers.get("Authorization") or ""
@@ -423,7 +395,7 @@ class FakeAWS(_LoopbackServer):
             raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
         return keys, scope.split("/")[1]
 
-    def _assume_role(self, handler: _Handler, body: bytes) -> _Reply:
+    def _assume_role(self, handler: Handler, body: bytes) -> Reply:
         caller, _ = self._signed_caller(handler, body, "sts")
         form = dict(parse_qsl(body.decode("utf-8")))
         role_arn, session_name = form.get("RoleArn", ""), form.get("RoleSessionName", "")
@@ -435,7 +407,7 @@ class FakeAWS(_LoopbackServer):
             raise _Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
         return self._credentials_reply("AssumeRole", role_arn, session_name, form)
 
-    def _assume_role_with_web_identity(self, body: bytes) -> _Reply:
+    def _assume_role_with_web_identity(self, body: bytes) -> Reply:
         form = dict(parse_qsl(body.decode("utf-8")))
         with self._lock:
             role_arn = self._web_identities.get(form.get("WebIdentityToken", ""))
@@ -443,7 +415,7 @@ class FakeAWS(_LoopbackServer):
             raise _Refused(400, "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider")
         return self._credentials_reply("AssumeRoleWithWebIdentity", role_arn, form.get("RoleSessionName", "web-identity"), form)
 
-    def _credentials_reply(self, action: str, role_arn: str, session_name: str, form: dict[str, str]) -> _Reply:
+    def _credentials_reply(self, action: str, role_arn: str, session_name: str, form: dict[str, str]) -> Reply:
         lifetime = int(form.get("DurationSeconds") or 3600)
         keys = self.issue_session(role_arn, session_name, lifetime)
         assert keys.expires_at is not None
@@ -456,7 +428,7 @@ class FakeAWS(_LoopbackServer):
             self._seen.append(SeenCall(f"{action}:issued", "POST", "/", {"RoleSessionName": [session_name]}, None, None))
         return _xml(200, _sts_document(action, result))
 
-    def _ecr_token(self, handler: _Handler, body: bytes) -> _Reply:
+    def _ecr_token(self, handler: Handler, body: bytes) -> Reply:
         caller, region = self._signed_caller(handler, body, "ecr")
         with self._lock:
             self.ecr_calls.append((region, caller.arn))
@@ -469,7 +441,7 @@ class FakeAWS(_LoopbackServer):
             "expiresAt": expires_at.timestamp(),
             "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com",
         }
-        return _Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
+        return Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
 
 
 def _token_url(token: str) -> str | None:
@@ -495,11 +467,11 @@ def _sts_document(action: str, result: str) -> str:
     )
 
 
-def _xml(status: int, document: str) -> _Reply:
-    return _Reply(status, document.encode(), "text/xml")
+def _xml(status: int, document: str) -> Reply:
+    return Reply(status, document.encode(), "text/xml")
 
 
-class FakeAWSMetadata(_LoopbackServer):
+class FakeAWSMetadata(LoopbackServer):
     """IMDSv2 and the container credentials endpoint on one loopback HTTP server, handing out
     temporary keys of ``aws`` for ``role_arn``."""
 
@@ -532,26 +504,26 @@ class FakeAWSMetadata(_LoopbackServer):
             self.handed_out.append(keys)
         return keys
 
-    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+    def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
         if endpoint == "imds-token":
             ttl = handler.headers.get("X-aws-ec2-metadata-token-ttl-seconds") or ""
             if handler.command != "PUT" or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
-                return _Reply(400, b"", "text/plain")
+                return Reply(400, b"", "text/plain")
             token = "AQAEA" + secrets.token_urlsafe(32)
             with self._lock:
                 self._imds_tokens.add(token)
-            return _Reply(200, token.encode(), "text/plain", {"X-aws-ec2-metadata-token-ttl-seconds": ttl})
+            return Reply(200, token.encode(), "text/plain", {"X-aws-ec2-metadata-token-ttl-seconds": ttl})
         if endpoint == "imds-credentials":
             with self._lock:
                 known = handler.headers.get("X-aws-ec2-metadata-token") in self._imds_tokens
             if not known:  # IMDSv2 only: no token (IMDSv1) or a wrong one
-                return _Reply(401, b"", "text/plain")
+                return Reply(401, b"", "text/plain")
             role = self.role_arn.rsplit("/", 1)[-1]
             rest = path.removeprefix("/latest/meta-data/iam/security-credentials/")
             if rest == "":
-                return _Reply(200, role.encode(), "text/plain")
+                return Reply(200, role.encode(), "text/plain")
             if rest != role:
-                return _Reply(404, b"", "text/plain")
+                return Reply(404, b"", "text/plain")
             keys = self._keys()
             assert keys.expires_at is not None
             document = {
@@ -563,10 +535,10 @@ class FakeAWSMetadata(_LoopbackServer):
                 "Token": keys.token,
                 "Expiration": _iso(keys.expires_at),
             }
-            return _Reply(200, json.dumps(document).encode(), "text/plain")
+            return Reply(200, json.dumps(document).encode(), "text/plain")
         if endpoint == "container":
             if self.container_authorization is not None and handler.headers.get("Authorization") != self.container_authorization:
-                return _Reply(403, json.dumps({"code": "AccessDeniedException", "message": "Unauthorized"}).encode())
+                return Reply(403, json.dumps({"code": "AccessDeniedException", "message": "Unauthorized"}).encode())
             keys = self._keys()
             assert keys.expires_at is not None
             document = {
@@ -576,5 +548,5 @@ class FakeAWSMetadata(_LoopbackServer):
                 "AccountId": ACCOUNT,
                 "Expiration": _iso(keys.expires_at),
             }
-            return _Reply(200, json.dumps(document).encode())
-        return _Reply(404, b"", "text/plain")
+            return Reply(200, json.dumps(document).encode())
+        return Reply(404, b"", "text/plain")

@@ -23,7 +23,7 @@ Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a rando
 :meth:`FakeEntra.verify` says whether a token is one it issued, unexpired, for an audience: what
 the spoke fake (``SpokeServer.verify_tokens_with``) and the registry fake's ACR exchange accept.
 Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``): :meth:`FakeEntra.fail`
-with a :class:`~tests.fakes.google.Fault` (an error status and body, an answer that never comes,
+with a :class:`~tests.fakes.http.Fault` (an error status and body, an answer that never comes,
 held until ``stop()``, a body cut off, a body without end, an echo of the request's secrets).
 """
 
@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .apiserver import FakeAPIServer, JSONHandler
-from .google import Fault
+from .http import Fault, send_fault
 from .pki import PKI
 
 __all__ = ["FakeEntra", "IssuedToken", "CLIENT_ASSERTION_TYPE", "AKS_SERVER_ID", "Fault"]
@@ -280,7 +280,7 @@ class _EntraHandler(JSONHandler):
             queue = entra._faults.get(endpoint)
             fault = queue.pop(0) if queue else None
         if fault is not None:
-            self._fault(entra, fault, body)
+            send_fault(self, fault, body, entra._release, echo_header="X-IDENTITY-HEADER", default_error="temporarily_unavailable")
             return
         query = {key: values[0] for key, values in parse_qs(split.query).items()}
         form = {key: values[0] for key, values in parse_qs(body.decode("utf-8", "replace")).items()}
@@ -295,42 +295,6 @@ class _EntraHandler(JSONHandler):
         else:
             status, document = 404, {"error": "not_found", "error_description": "no such endpoint"}
         self._send_json(status, document)
-
-    def _fault(self, entra: FakeEntra, fault: Fault, request_body: bytes) -> None:
-        if fault.hang == "headers":
-            entra._release.wait()
-            self.close_connection = True
-            return
-        if fault.echo:
-            echoed = f"{self.requestline} {self.headers.get('X-IDENTITY-HEADER')} {request_body.decode('utf-8', 'replace')}"
-            body = json.dumps({"error": "invalid_request", "error_description": f"cannot use {echoed}"}).encode()
-        elif isinstance(fault.body, bytes):
-            body = fault.body
-        else:
-            body = json.dumps(fault.body if fault.body is not None else {"error": "temporarily_unavailable"}).encode()
-        self.send_response(fault.status)
-        for name, value in fault.headers:
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
-        if fault.endless:
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            chunk = b"x" * 65536
-            try:
-                while not entra._release.is_set():
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            except OSError:  # the client hung up: what it was meant to do
-                pass
-            self.close_connection = True
-            return
-        declared = len(body) + (1000 if fault.hang == "body" else 0)
-        self.send_header("Content-Length", str(declared))
-        self.end_headers()
-        self.wfile.write(body)
-        if fault.hang == "body":
-            self.wfile.flush()
-            entra._release.wait()
-            self.close_connection = True
 
     do_GET = do_POST = _handle  # noqa: N815 - http.server's naming
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -72,3 +76,44 @@ def hub(make_hub: Callable[..., HubServer]) -> HubServer:
     """A started, empty hub accepting token ``hub-token`` for everything; its kubeconfig is
     ``hub.write_kubeconfig(path, HUB_TOKEN)``."""
     return make_hub(tokens=[HUB_TOKEN])
+
+
+def plugin_engines(plugin: ModuleType, provider_type: str, provider_name: str) -> Iterator[Callable[..., Any]]:
+    """A ``make_engine`` fixture's body for a contrib plugin's tests: ``make(options, timeout="5s")``
+    is an engine whose only provider is ``provider_name`` of ``type: provider_type`` with these
+    options, from a registry that knows only ``plugin``. Every engine made is closed after the test."""
+    from prometheus_client import CollectorRegistry
+
+    from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
+
+    engines: list[CredentialEngine] = []
+
+    def make(options: dict[str, Any] | None = None, *, timeout: str = "5s") -> CredentialEngine:
+        config = ProviderConfig.from_dict(
+            {"providers": [{"name": provider_name, "type": provider_type, "options": options or {}, "timeout": timeout}]},
+            source="providers.yaml",
+        )
+        engine = CredentialEngine(config, registry=ProviderRegistry(entry_points=False, plugins=(plugin,)), prometheus_registry=CollectorRegistry())
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.close()
+
+
+def command_runner(**fixed: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """A ``run_command`` fixture's value: ``run(args, input=None, **env)`` runs a command with the
+    test's environment minus every ``CPCREDS_*`` variable, plus ``fixed``, plus ``env``; stdin is
+    ``input`` or nothing; returns the completed process (60 s at most)."""
+
+    def run(args: list[str | Path], input: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
+        environment.update(fixed)
+        environment.update(env)
+        return subprocess.run(
+            [str(a) for a in args], env=environment, capture_output=True, text=True, timeout=60,
+            input=input, stdin=None if input is not None else subprocess.DEVNULL,
+        )
+
+    return run

@@ -42,21 +42,18 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import socket
-import socketserver
 import ssl
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
 
 __all__ = [
     "GOOGLE_TOKEN_AUDIENCE",
@@ -147,204 +144,32 @@ class IssuedToken:
     delegates: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SeenCall:
-    """One request: which endpoint, the method, path, query, and the headers that matter
-    (``host`` is the Host header: a real Google name when the request came through the proxy)."""
-
-    endpoint: str
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    metadata_flavor: str | None
-    authorization: str | None
-    host: str | None = None
+def _json_reply(status: int, document: Any) -> Reply:
+    return Reply(status, json.dumps(document).encode("utf-8"))
 
 
-@dataclass(frozen=True)
-class Fault:
-    """What to answer instead of the real thing.
-
-    ``status`` with ``body`` (JSON-encoded when not bytes); ``hang="headers"`` never answers,
-    ``hang="body"`` sends headers and part of the body then nothing (both held until ``stop()``);
-    ``endless=True`` streams a body without end until the client hangs up; ``echo=True`` answers
-    an OAuth error whose description quotes the whole request (the assertion, the subject token,
-    the bearer token), as a careless or hostile server might.
-    """
-
-    status: int = 500
-    body: Any = None
-    hang: Literal["headers", "body"] | None = None
-    endless: bool = False
-    echo: bool = False
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass
-class _Reply:
-    status: int
-    body: bytes
-    content_type: str = "application/json; charset=utf-8"
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def _json_reply(status: int, document: Any) -> _Reply:
-    return _Reply(status, json.dumps(document).encode("utf-8"))
-
-
-def _oauth_error(error: str, description: str, status: int = 400) -> _Reply:
+def _oauth_error(error: str, description: str, status: int = 400) -> Reply:
     return _json_reply(status, {"error": error, "error_description": description})
 
 
-def _api_error(status: int, code: str, message: str) -> _Reply:
+def _api_error(status: int, code: str, message: str) -> Reply:
     return _json_reply(status, {"error": {"code": status, "message": message, "status": code}})
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    # Handler threads are joined by server_close(); stop() first shuts every open connection so
-    # that none of them is left waiting on a keep-alive socket.
-    daemon_threads = False
-
-    def __init__(self, owner: _LoopbackServer) -> None:
-        self.owner = owner
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no reverse DNS lookup (HTTPServer's getfqdn)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        self.track(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.untrack(request)
-
-    def track(self, conn: socket.socket) -> None:
-        with self._open_lock:
-            self._open.add(conn)
-
-    def untrack(self, conn: socket.socket) -> None:
-        with self._open_lock:
-            self._open.discard(conn)
-
-    def close_connections(self) -> None:
-        with self._open_lock:
-            for conn in list(self._open):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as Google's endpoints
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
-
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        self.server.owner._dispatch(self, body)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _handle
-
-    def do_CONNECT(self) -> None:
-        self.server.owner._connect(self)
-
-    def send_reply(self, reply: _Reply, extra_headers: dict[str, str]) -> None:
-        self.send_response(reply.status)
-        for name, value in {**extra_headers, **reply.headers}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
-        self.end_headers()
-        self.wfile.write(reply.body)
-
-
-class _LoopbackServer:
-    """Lifecycle, fault queue and request log shared by the two fakes."""
-
-    _response_headers: dict[str, str] = {}
+class _IssuingServer(LoopbackServer):
+    """The shared loopback server, plus the access tokens both Google fakes issue."""
 
     def __init__(self, *, token_lifetime: int) -> None:
-        #: Lifetime, in seconds, of the access tokens issued from now on.
-        self.token_lifetime = token_lifetime
+        super().__init__(token_lifetime=token_lifetime)
         #: Tokens to hand out next, in order, before random ones (for a server that must know
         #: the token in advance, such as a fake kube-apiserver).
         self.preset_tokens: list[str] = []
-        self._lock = threading.Lock()
-        self._faults: dict[str, list[Fault]] = {}
         self._issued: list[IssuedToken] = []
-        self._seen: list[SeenCall] = []
-        self._release = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------
-
-    def start(self) -> Self:
-        if self._httpd is not None:
-            raise RuntimeError(f"{type(self).__name__} is one-shot: start() was already called")
-        self._httpd = _HTTPServer(self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=f"{type(self).__name__} {self.port}"
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Release held answers, stop accepting, drop open connections, join every thread."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None or self._release.is_set():
-            return
-        self._release.set()
-        httpd.shutdown()
-        httpd.close_connections()
-        httpd.server_close()
-        thread.join()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("not started")
-        return self._httpd.server_port
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
-
-    # -- faults and records --------------------------------------------------
-
-    def fail(self, endpoint: str, fault: Fault | None = None, *, times: int = 1, **kwargs: Any) -> None:
-        """Answer the next ``times`` requests to ``endpoint`` with ``fault`` (or ``Fault(**kwargs)``)."""
-        with self._lock:
-            self._faults.setdefault(endpoint, []).extend([fault or Fault(**kwargs)] * times)
 
     @property
     def issued(self) -> list[IssuedToken]:
         with self._lock:
             return list(self._issued)
-
-    @property
-    def seen(self) -> list[SeenCall]:
-        with self._lock:
-            return list(self._seen)
-
-    def calls(self, endpoint: str) -> list[SeenCall]:
-        return [call for call in self.seen if call.endpoint == endpoint]
 
     def _issue(self, principal: str, scopes: tuple[str, ...], grant: str, *, lifetime: int | None = None, delegates: tuple[str, ...] = ()) -> IssuedToken:
         seconds = self.token_lifetime if lifetime is None else lifetime
@@ -369,82 +194,8 @@ class _LoopbackServer:
             found = next((t for t in self._issued if t.token == value), None)
         return found if found is not None and found.expires_at > datetime.now(UTC) else None
 
-    # -- request handling ---------------------------------------------------
 
-    def _endpoint(self, method: str, path: str) -> str:
-        raise NotImplementedError
-
-    def _connect(self, handler: _Handler) -> None:
-        handler.send_error(405, "not a proxy")
-
-    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
-        raise NotImplementedError
-
-    def _dispatch(self, handler: _Handler, body: bytes) -> None:
-        parts = urlsplit(handler.path)
-        path, query = unquote(parts.path), parse_qs(parts.query)
-        endpoint = self._endpoint(handler.command, path)
-        with self._lock:
-            self._seen.append(
-                SeenCall(
-                    endpoint,
-                    handler.command,
-                    path,
-                    query,
-                    handler.headers.get("Metadata-Flavor"),
-                    handler.headers.get("Authorization"),
-                    handler.headers.get("Host"),
-                )
-            )
-            queue = self._faults.get(endpoint)
-            fault = queue.pop(0) if queue else None
-        if fault is None:
-            handler.send_reply(self._answer(endpoint, handler, path, query, body), self._response_headers)
-        else:
-            self._fault(handler, fault, body)
-
-    def _fault(self, handler: _Handler, fault: Fault, request_body: bytes) -> None:
-        if fault.hang == "headers":
-            self._release.wait()
-            handler.close_connection = True
-            return
-        if fault.echo:
-            echoed = f"{handler.requestline} {handler.headers.get('Authorization')} {request_body.decode('utf-8', 'replace')}"
-            body = json.dumps({"error": "invalid_request", "error_description": f"cannot use {echoed}"}).encode()
-        elif isinstance(fault.body, bytes):
-            body = fault.body
-        else:
-            body = json.dumps(fault.body if fault.body is not None else {"error": "internal_failure"}).encode()
-        handler.send_response(fault.status)
-        for name, value in (*self._response_headers.items(), *fault.headers):
-            handler.send_header(name, value)
-        handler.send_header("Content-Type", "application/json")
-        if fault.endless:
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            chunk = b"x" * 65536
-            frame = b"%x\r\n%s\r\n" % (len(chunk), chunk)
-            try:
-                while not self._release.is_set():
-                    handler.wfile.write(frame)
-            except OSError:  # the client hung up: what it was meant to do
-                pass
-            handler.close_connection = True
-            return
-        if fault.hang == "body":
-            handler.send_header("Content-Length", str(len(body) + 1000))
-            handler.end_headers()
-            handler.wfile.write(body)
-            handler.wfile.flush()
-            self._release.wait()
-            handler.close_connection = True
-            return
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-
-class FakeGoogle(_LoopbackServer):
+class FakeGoogle(_IssuingServer):
     """OAuth 2.0 token endpoint, STS and IAM Credentials on one loopback HTTP server.
 
     Fault endpoints (for :meth:`fail`): ``token`` (``/token`` and ``/v1/oauthtoken``), ``sts``,
@@ -463,7 +214,7 @@ class FakeGoogle(_LoopbackServer):
         self._subjects: dict[tuple[str, str], str] = {}
         self._aws_keys: dict[tuple[str, str], str] = {}
         self._grants: set[tuple[str, str, tuple[str, ...]]] = set()
-        self._trusted: list[_LoopbackServer] = []
+        self._trusted: list[LoopbackServer] = []
         self._tls: tuple[bytes, ssl.SSLContext] | None = None
 
     # -- addresses ------------------------------------------------------------
@@ -510,7 +261,7 @@ class FakeGoogle(_LoopbackServer):
                 self._tls = (ca.cert_pem.bytes(), context)
             return self._tls
 
-    def _connect(self, handler: _Handler) -> None:
+    def _connect(self, handler: Handler) -> None:
         # An HTTPS proxy for Google's names only: the tunnel ends here, in TLS with a certificate
         # for the name asked, and the requests inside it reach the same endpoints.
         host, _, port = handler.path.rpartition(":")
@@ -530,7 +281,7 @@ class FakeGoogle(_LoopbackServer):
             return
         handler.server.track(tunnel)
         try:
-            _Handler(tunnel, handler.client_address, handler.server)
+            Handler(tunnel, handler.client_address, handler.server)
         except OSError:
             pass
         finally:
@@ -619,7 +370,7 @@ class FakeGoogle(_LoopbackServer):
                 info["service_account_impersonation"] = {"token_lifetime_seconds": lifetime}
         return info
 
-    def trust(self, issuer: _LoopbackServer) -> None:
+    def trust(self, issuer: LoopbackServer) -> None:
         """Accept access tokens ``issuer`` (a :class:`FakeMetadataServer`) issued, as Google's
         APIs accept tokens from the metadata server."""
         with self._lock:
@@ -653,14 +404,14 @@ class FakeGoogle(_LoopbackServer):
             return "iam"
         return "other"
 
-    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+    def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
         if endpoint == "subject" and handler.command == "GET":
             required = self.subject_token_header
             if required is not None and handler.headers.get(required[0]) != required[1]:
-                return _Reply(401, b"missing header", "text/plain")
-            return _Reply(200, self.subject_token_body.encode("utf-8"), "text/plain")
+                return Reply(401, b"missing header", "text/plain")
+            return Reply(200, self.subject_token_body.encode("utf-8"), "text/plain")
         if handler.command != "POST":
-            return _Reply(404, b"Not Found", "text/html")
+            return Reply(404, b"Not Found", "text/html")
         if endpoint == "token":
             return self._token_grant(_form(body), handler.headers.get("Authorization"), basic=path == "/v1/oauthtoken")
         if endpoint == "sts":
@@ -668,9 +419,9 @@ class FakeGoogle(_LoopbackServer):
         if endpoint == "iam" and path.endswith(":generateAccessToken"):
             target = path.removeprefix("/v1/projects/-/serviceAccounts/").removesuffix(":generateAccessToken")
             return self._generate_access_token(target, handler.headers.get("Authorization"), body)
-        return _Reply(404, b"Not Found", "text/html")
+        return Reply(404, b"Not Found", "text/html")
 
-    def _granted(self, principal: str, scopes: tuple[str, ...], grant: str, **kwargs: Any) -> _Reply:
+    def _granted(self, principal: str, scopes: tuple[str, ...], grant: str, **kwargs: Any) -> Reply:
         issued = self._issue(principal, scopes, grant, **kwargs)
         answer: dict[str, Any] = {"access_token": issued.token, "expires_in": self.token_lifetime, "token_type": "Bearer"}
         if grant == "token-exchange":
@@ -679,7 +430,7 @@ class FakeGoogle(_LoopbackServer):
             answer["scope"] = " ".join(scopes)
         return _json_reply(200, answer)
 
-    def _token_grant(self, form: dict[str, str], authorization: str | None, *, basic: bool) -> _Reply:
+    def _token_grant(self, form: dict[str, str], authorization: str | None, *, basic: bool) -> Reply:
         grant_type = form.get("grant_type")
         if grant_type == JWT_BEARER_GRANT and not basic:
             return self._jwt_bearer(form.get("assertion", ""))
@@ -699,7 +450,7 @@ class FakeGoogle(_LoopbackServer):
             return self._granted(email, scopes, "refresh_token")
         return _oauth_error("unsupported_grant_type", "Invalid grant_type.")
 
-    def _jwt_bearer(self, assertion: str) -> _Reply:
+    def _jwt_bearer(self, assertion: str) -> Reply:
         parts = assertion.split(".")
         try:
             header, claims = json.loads(_unb64url(parts[0])), json.loads(_unb64url(parts[1]))
@@ -739,7 +490,7 @@ class FakeGoogle(_LoopbackServer):
             return _oauth_error("invalid_scope", "Invalid OAuth scope or ID token audience provided.")
         return self._granted(key.email, tuple(scope.split()), "jwt-bearer")
 
-    def _token_exchange(self, form: dict[str, str]) -> _Reply:
+    def _token_exchange(self, form: dict[str, str]) -> Reply:
         if form.get("grant_type") != TOKEN_EXCHANGE_GRANT:
             return _oauth_error("unsupported_grant_type", "Invalid grant_type.")
         if form.get("requested_token_type") != ACCESS_TOKEN_TYPE:
@@ -768,7 +519,7 @@ class FakeGoogle(_LoopbackServer):
         with self._lock:
             return self._aws_keys.get((credential, audience))
 
-    def _generate_access_token(self, target: str, authorization: str | None, body: bytes) -> _Reply:
+    def _generate_access_token(self, target: str, authorization: str | None, body: bytes) -> Reply:
         caller = self._token((authorization or "").removeprefix("Bearer ")) if (authorization or "").startswith("Bearer ") else None
         if caller is None:
             return _api_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token.")
@@ -799,7 +550,7 @@ def _form(body: bytes) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
 
 
-class FakeMetadataServer(_LoopbackServer):
+class FakeMetadataServer(_IssuingServer):
     """A GCE metadata server on loopback. Fault endpoints: ``token``, ``email``, ``info``,
     ``project`` and ``root``."""
 
@@ -840,19 +591,19 @@ class FakeMetadataServer(_LoopbackServer):
         name = path.removeprefix("/computeMetadata/v1/instance/service-accounts/").split("/", 1)[0]
         return name in ("default", self.email)
 
-    def _answer(self, endpoint: str, handler: _Handler, path: str, query: dict[str, list[str]], body: bytes) -> _Reply:
+    def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
         if handler.headers.get("X-Forwarded-For") is not None:
-            return _Reply(403, b"Request denied: X-Forwarded-For header present.", "text/html")
+            return Reply(403, b"Request denied: X-Forwarded-For header present.", "text/html")
         if handler.headers.get("Metadata-Flavor") != "Google":
-            return _Reply(403, b"Missing Metadata-Flavor:Google header.", "text/html")
+            return Reply(403, b"Missing Metadata-Flavor:Google header.", "text/html")
         if handler.command != "GET" or endpoint == "other" or (endpoint in ("token", "email", "info") and not self._account(path)):
-            return _Reply(404, b"Not Found", "text/html")
+            return Reply(404, b"Not Found", "text/html")
         if endpoint == "root":
-            return _Reply(200, b"computeMetadata/\n", "application/text")
+            return Reply(200, b"computeMetadata/\n", "application/text")
         if endpoint == "project":
-            return _Reply(200, self.project_id.encode(), "application/text")
+            return Reply(200, self.project_id.encode(), "application/text")
         if endpoint == "email":
-            return _Reply(200, self.email.encode(), "application/text")
+            return Reply(200, self.email.encode(), "application/text")
         if endpoint == "info":
             return _json_reply(200, {"aliases": ["default"], "email": self.email, "scopes": list(self.scopes)})
         requested = tuple(s for s in ",".join(query.get("scopes", [])).split(",") if s)

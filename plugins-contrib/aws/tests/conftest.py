@@ -6,16 +6,13 @@ that accepts only EKS tokens the STS fake verified, and helpers to run the provi
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
+from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.aws import AwsKeys, FakeAWS, FakeAWSMetadata
@@ -97,33 +94,11 @@ def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
     with these options, from a registry that knows only this plugin. Closed after the test."""
     from cpcreds_aws import plugin
 
-    engines: list[CredentialEngine] = []
-
-    def make(options: dict[str, Any] | None = None, *, timeout: str = "5s") -> CredentialEngine:
-        config = ProviderConfig.from_dict(
-            {"providers": [{"name": PROVIDER, "type": "aws", "options": options or {}, "timeout": timeout}]}, source="providers.yaml"
-        )
-        engine = CredentialEngine(config, registry=ProviderRegistry(entry_points=False, plugins=(plugin,)), prometheus_registry=CollectorRegistry())
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
+    yield from spoke_fixtures.plugin_engines(plugin, "aws", PROVIDER)
 
 
 @pytest.fixture
 def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
     environment plus ``env``, only this plugin loadable by cpcreds; returns the completed process."""
-
-    def run(args: list[str | Path], input: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
-        environment["CPCREDS_PLUGINS"] = "aws"
-        environment.update(env)
-        return subprocess.run(
-            [str(a) for a in args], env=environment, capture_output=True, text=True, timeout=60,
-            input=input, stdin=None if input is not None else subprocess.DEVNULL,
-        )
-
-    return run
+    return spoke_fixtures.command_runner(CPCREDS_PLUGINS="aws")

@@ -11,12 +11,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
+from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.azure import AKS_SERVER_ID, FakeEntra
@@ -114,30 +112,11 @@ def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
     with these options, from a registry that knows only this plugin. Closed after the test."""
     from cpcreds_azure import plugin
 
-    engines: list[CredentialEngine] = []
-
-    def make(options: dict[str, Any] | None = None, *, timeout: str = "5s") -> CredentialEngine:
-        config = ProviderConfig.from_dict(
-            {"providers": [{"name": PROVIDER, "type": "azure", "options": options or {}, "timeout": timeout}]}, source="providers.yaml"
-        )
-        engine = CredentialEngine(config, registry=ProviderRegistry(entry_points=False, plugins=(plugin,)), prometheus_registry=CollectorRegistry())
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
+    yield from spoke_fixtures.plugin_engines(plugin, "azure", PROVIDER)
 
 
 @pytest.fixture
 def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_command(args, input=None, **env)``: run a command with the test's environment plus
-    ``env``; returns the completed process."""
-
-    def run(args: list[str | Path], input: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
-        environ.update(env)
-        return subprocess.run([str(a) for a in args], env=environ, input=input, capture_output=True, text=True, timeout=60,
-                              stdin=None if input is not None else subprocess.DEVNULL)
-
-    return run
+    """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
+    environment plus ``env``; returns the completed process."""
+    return spoke_fixtures.command_runner()
