@@ -288,6 +288,47 @@ def test_hung_in_process_provider_does_not_starve_healthy_providers(make_engine)
     hung.opened.set()
 
 
+def test_hung_calls_hold_no_pool_thread_and_idle_threads_are_reused(make_engine) -> None:
+    """asyncio callers' fetches run in the engine's thread pool (sized to its concurrency): hung
+    in-process calls beyond the pool's size never queue a healthy fetch behind them, and a healthy
+    fleet's fetches reuse idle threads instead of starting one per fetch."""
+    ran_in: set[threading.Thread] = set()
+
+    class Healthy(Gate):
+        def get_credential(self, plan: Any) -> Credential:
+            ran_in.add(threading.current_thread())
+            return super().get_credential(plan)
+
+    hung, healthy = Gate(), Healthy()
+    healthy.opened.set()
+
+    class TwoGates:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("hung", lambda options: hung)
+            register("healthy", lambda options: healthy)
+
+    engine = make_engine(
+        {"name": "stuck", "type": "hung", "timeout": "100ms"},
+        {"name": "fine", "type": "healthy", "timeout": "5s"},
+        plugins=(TwoGates(),),
+        max_concurrent_fetches=2,
+    )
+
+    async def main() -> None:
+        stuck = await asyncio.gather(*(engine.aget_credential(profile(f"stuck-{i}", provider="stuck")) for i in range(10)), return_exceptions=True)
+        assert all(isinstance(outcome, ProviderTimeout) for outcome in stuck), stuck
+        started = time.monotonic()
+        assert (await engine.aget_credential(profile("ok-0", provider="fine"))).token.startswith("gate-")
+        assert time.monotonic() - started < 1.0
+        for index in range(1, 50):  # one at a time: each finds the previous fetch's threads idle
+            await engine.aget_credential(profile(f"ok-{index}", provider="fine"))
+        assert len(ran_in) <= 4  # the pool keeps two idle threads per concurrent fetch
+
+    asyncio.run(main())
+    hung.opened.set()
+
+
 def test_provider_is_never_called_twice_at_once_for_one_plan(make_engine) -> None:
     gate = Gate()
     engine = make_engine(gate_entry(timeout="100ms"), plugins=(GatePlugin(gate),), backoff=NO_BACKOFF)

@@ -98,14 +98,14 @@ class FetchRunner:
                     self.tasks.add(task)
                 task.add_done_callback(self._forget_task)
             else:
-                self.workers.spawn(self._fetch_in_thread, plan, flight, deadline, False, name="cpcreds-fetch")
+                self.workers.spawn(self._fetch_in_thread, plan, flight, deadline, False)
         except Exception as exc:  # no thread to be had: the flight must not stay open forever
             self._publish(plan, flight, None, _cannot_start(exc, plan.provider), 0.0, False)
 
     def refresh(self, plan: AccessPlan, flight: Flight) -> None:
-        """Run a fetch nobody waits for (refresh ahead of expiry) in a thread of its own."""
+        """Run a fetch nobody waits for (refresh ahead of expiry) in a pool thread."""
         try:
-            self.workers.spawn(self._fetch_in_thread, plan, flight, time.monotonic() + plan.timeout, True, name="cpcreds-refresh")
+            self.workers.spawn(self._fetch_in_thread, plan, flight, time.monotonic() + plan.timeout, True)
         except Exception as exc:  # no thread to be had: the flight must not stay open forever
             self._publish(plan, flight, None, _cannot_start(exc, plan.provider), 0.0, True)
 

@@ -6,14 +6,17 @@
   slot only until its own deadline, which counts from the caller's request: time spent queued is
   time of the fetch.
 - **Threads.** Fetches that must leave the caller's thread (asyncio callers, refreshes ahead of
-  expiry) get a daemon thread of their own, started on demand: nothing to size, nothing that an
-  interpreter exit waits for, and no shared pool in which one hung call delays another.
+  expiry) run in a daemon thread of a :class:`ThreadPool`: an idle thread is reused, and a new one
+  is started whenever none is idle, so work never queues behind a busy (or hung) thread. At most
+  ``max_concurrent`` idle threads are kept, each for :data:`IDLE_SECONDS`: a fleet refreshing
+  thousands of credentials starts no thread per fetch (starting one costs ~100 µs and garbage
+  collection work), and an idle engine holds none for long. An interpreter exit waits for none.
 - **In-process calls.** Python cannot stop a running function. A synchronous in-process provider
-  therefore runs in a daemon thread of its own and is waited for until the deadline; past it, the
-  caller gets :class:`~cpcreds.ProviderTimeout` and the call is *abandoned*: it keeps its thread,
-  not a slot. The provider is never called twice at once for one plan (the hookspecs promise): the
-  next fetch of that plan waits for the abandoned call instead, and takes its answer if it comes
-  in time.
+  therefore runs in a pool thread other than its caller's and is waited for until the deadline;
+  past it, the caller gets :class:`~cpcreds.ProviderTimeout` and the call is *abandoned*: it keeps
+  its thread (which leaves the pool's idle set until the call returns), not a slot. The provider is
+  never called twice at once for one plan (the hookspecs promise): the next fetch of that plan
+  waits for the abandoned call instead, and takes its answer if it comes in time.
 """
 
 from __future__ import annotations
@@ -26,26 +29,95 @@ from typing import Any
 from .credential import Credential
 from .errors import CredentialError, EngineClosed, ProviderError, ProviderTimeout
 
-__all__ = ["Workers", "DEFAULT_MAX_CONCURRENT_FETCHES", "DEFAULT_MAX_FETCHES_PER_PROVIDER"]
+__all__ = ["Workers", "ThreadPool", "DEFAULT_MAX_CONCURRENT_FETCHES", "DEFAULT_MAX_FETCHES_PER_PROVIDER", "IDLE_SECONDS"]
 
 #: Fetches one engine runs at once (plugin processes, provider calls).
 DEFAULT_MAX_CONCURRENT_FETCHES = 64
 #: Of those, at most this many for one access provider.
 DEFAULT_MAX_FETCHES_PER_PROVIDER = 16
+#: Seconds an idle pool thread waits for work before it ends.
+IDLE_SECONDS = 30.0
+
+
+class _Thread:
+    """One pool thread: its next job, and the lock it sleeps on until it is handed one."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self) -> None:
+        self.job: tuple[Callable[..., None], tuple[Any, ...]] | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()  # held: the thread sleeps in acquire() until submit() releases it
+
+
+class ThreadPool:
+    """Daemon threads for jobs that must leave their caller's thread (see the module docstring).
+
+    :meth:`submit` never waits: it hands the job to an idle thread, or starts a new one. A thread
+    whose job returns goes back to the idle set unless ``keep`` threads are idle already; an idle
+    thread ends after ``idle_seconds`` without work, or at :meth:`close`. Thread-safe."""
+
+    def __init__(self, keep: int, name: str = "cpcreds-worker", idle_seconds: float = IDLE_SECONDS) -> None:
+        self.keep = keep
+        self.name = name
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._idle: list[_Thread] = []  # a stack: the most recently idle thread is reused first
+        self._closed = False
+
+    def submit(self, target: Callable[..., None], *args: Any) -> None:
+        """Run ``target(*args)`` in a pool thread; raises what starting a thread raises."""
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        if worker is not None:
+            worker.job = (target, args)
+            worker.wake.release()
+            return
+        worker = _Thread()
+        worker.job = (target, args)
+        threading.Thread(target=self._serve, args=(worker,), name=self.name, daemon=True).start()
+
+    def _serve(self, worker: _Thread) -> None:
+        while True:
+            job, worker.job = worker.job, None
+            if job is None:  # close() woke it
+                return
+            try:
+                job[0](*job[1])
+            except BaseException:  # noqa: BLE001 - a job's own failure is its business; the thread goes on
+                pass
+            job = None  # nothing of the job stays referenced while the thread sleeps
+            with self._lock:
+                if self._closed or len(self._idle) >= self.keep:
+                    return
+                self._idle.append(worker)
+            if not worker.wake.acquire(timeout=self.idle_seconds):
+                with self._lock:
+                    if worker in self._idle:  # nobody handed it a job meanwhile: end
+                        self._idle.remove(worker)
+                        return
+                worker.wake.acquire()  # submit() or close() took it just as it timed out
+
+    def close(self) -> None:
+        """End the idle threads; busy ones end when their job returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.wake.release()
 
 
 class _Call:
-    """One call of a synchronous in-process provider, in a daemon thread of its own."""
+    """One call of a synchronous in-process provider, in a pool thread."""
 
     __slots__ = ("started", "credential", "error", "_done")
 
-    def __init__(self, function: Callable[[], Credential], provider: str) -> None:
+    def __init__(self, function: Callable[[], Credential], provider: str, pool: ThreadPool) -> None:
         self.started = time.monotonic()
         self.credential: Credential | None = None
         self.error: CredentialError | None = None
         self._done = threading.Event()
-        thread = threading.Thread(target=self._run, args=(function, provider), name=f"cpcreds-call-{provider}", daemon=True)
-        thread.start()
+        pool.submit(self._run, function, provider)
 
     def _run(self, function: Callable[[], Credential], provider: str) -> None:
         # ``function`` turns every failure into a CredentialError (engine.call_provider).
@@ -90,6 +162,9 @@ class Workers:
         self._per_provider: dict[str, int] = {}
         self._abandoned: dict[Hashable, _Call] = {}
         self._closed = False
+        # Leaders and in-process calls share the pool: a leader waits on its call, so the pool
+        # keeps up to two threads per concurrent fetch idle.
+        self._pool = ThreadPool(2 * max_concurrent)
 
     # -- slots -------------------------------------------------------------------------------
 
@@ -130,10 +205,9 @@ class Workers:
 
     # -- threads -----------------------------------------------------------------------------
 
-    @staticmethod
-    def spawn(target: Callable[..., None], *args: Any, name: str) -> None:
-        """Run ``target(*args)`` in a new daemon thread (an interpreter exit does not wait for it)."""
-        threading.Thread(target=target, args=args, name=name, daemon=True).start()
+    def spawn(self, target: Callable[..., None], *args: Any) -> None:
+        """Run ``target(*args)`` in a pool thread (an interpreter exit does not wait for it)."""
+        self._pool.submit(target, *args)
 
     # -- in-process calls --------------------------------------------------------------------
 
@@ -150,7 +224,7 @@ class Workers:
                 call = None
             joined = call is not None
         if call is None:
-            call = _Call(function, provider)
+            call = _Call(function, provider, self._pool)
         if call.wait(deadline - time.monotonic()):
             if joined:
                 with self._lock:
@@ -176,7 +250,9 @@ class Workers:
             return len(self._abandoned)
 
     def close(self) -> None:
-        """Refuse new slots and wake every fetch queued for one (it fails with EngineClosed)."""
+        """Refuse new slots and wake every fetch queued for one (it fails with EngineClosed); end
+        the idle pool threads."""
         with self._freed:
             self._closed = True
             self._freed.notify_all()
+        self._pool.close()
