@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import hashlib
 import os
 import signal
@@ -49,6 +50,8 @@ _log = get_logger("cpcreds.serve")
 DEFAULT_PROFILES_DIR = "clusterprofiles"
 #: The engine's cache bound under serve (a runaway inventory stops growing memory here).
 _MAX_ENTRIES = 1_000_000
+#: Young-generation threshold while the first sync builds every profile's state (see run()).
+_FIRST_SYNC_GC_THRESHOLD = 50_000
 
 
 class Service:
@@ -158,6 +161,17 @@ class Service:
     async def run(self, *, on_started: Callable[[Service], None] | None = None) -> int:
         settings = self.settings
         loop = asyncio.get_running_loop()
+        # Garbage collection for a process that builds 100k long-lived objects and then mostly
+        # keeps them. With the default thresholds (700 allocations) the first sync ran a young
+        # collection every few profiles and, as the survivors piled up, full collections scanning
+        # everything built so far: 38% of a 10,000-profile start. So: freeze what start-up built
+        # (modules, config: never garbage), collect young objects rarely while the first sync
+        # builds state that survives anyway, then freeze that state too and restore the
+        # thresholds (the housekeeping task, once ready), so later collections scan only what
+        # changed since. Cycles are still collected; a frozen object is only never scanned again.
+        self._gc_thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(_FIRST_SYNC_GC_THRESHOLD, *self._gc_thresholds[1:])
         self._check_folders()
         self._describe_on_board()
         self._start_generation(self.config)
@@ -207,6 +221,8 @@ class Service:
                     await self.reload("SIGHUP")
         finally:
             await self._shutdown(tasks)
+            gc.set_threshold(*self._gc_thresholds)
+            gc.unfreeze()  # an in-process caller (tests) gets its collector back as it was
         return self.exit_code
 
     def _kubeconfig_plan(self, key: str, plan: Any, profile: Any) -> None:
@@ -424,6 +440,8 @@ class Service:
                 self.out.flush()
             elif keeper.ready and not shown_ready:
                 shown_ready = True
+                gc.freeze()  # the first sync's state lives on: never scan it again (see run())
+                gc.set_threshold(*self._gc_thresholds)
                 counts = self.board.counts()
                 summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no profiles"
                 self.out.write(("\r" if terminal else "") + f"cpcreds serve: ready: {summary}\n")
