@@ -50,7 +50,7 @@ def test_a_wrong_option_is_named(options, message) -> None:
 @given(st.sampled_from(["clusterName", "clusterId", "region", "profile", "roleArn", "roleSessionName"]), st.text(min_size=12, max_size=40))
 def test_a_refused_value_is_never_quoted(option, value) -> None:
     try:
-        AwsOptions.model_validate({option: value, "roleArn": "arn:aws:iam::111122223333:role/r"} if option == "roleSessionName" else {option: value})
+        AwsOptions.read({option: value, "roleArn": "arn:aws:iam::111122223333:role/r"} if option == "roleSessionName" else {option: value})
     except ValueError:
         message = _config_error({option: value} if option != "roleSessionName" else {option: value, "roleArn": "arn:aws:iam::111122223333:role/r"})
         assert value not in message and "\n" not in message

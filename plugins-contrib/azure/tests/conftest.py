@@ -18,6 +18,7 @@ from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.azure import AKS_SERVER_ID, FakeEntra
+from tests.fakes.registry import FakeRegistry
 from tests.fakes.spoke import SpokeServer
 
 from azure_helpers import CLIENT_ID, PROVIDER  # noqa: E402
@@ -104,6 +105,14 @@ def fake_az(tmp_path: Path, entra: FakeEntra, azure_env: dict[str, str]) -> Call
         return script
 
     return make
+
+
+@pytest.fixture
+def registry(pki, entra: FakeEntra) -> Iterator[FakeRegistry]:
+    """A registry fake whose ACR exchange takes the Entra fake's ARM-scoped tokens."""
+    with FakeRegistry(pki) as server:
+        server.enable_acr_exchange(lambda token: entra.verify(token, "https://management.azure.com"))
+        yield server
 
 
 @pytest.fixture

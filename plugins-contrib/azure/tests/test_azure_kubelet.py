@@ -19,13 +19,6 @@ from tests.fakes.registry import ACR_USERNAME, FakeRegistry
 KUBELET_PLUGIN = Path(sys.executable).with_name("cpcreds-azure-credential-provider")
 
 
-@pytest.fixture
-def registry(pki, entra):
-    with FakeRegistry(pki) as server:
-        server.enable_acr_exchange(lambda token: entra.verify(token, "https://management.azure.com"))
-        yield server
-
-
 def _run(stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
     return subprocess.run([str(KUBELET_PLUGIN), *args], input=stdin, capture_output=True, env=environ, timeout=60)

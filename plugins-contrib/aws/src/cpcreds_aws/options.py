@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from cpcreds.sdk import Options, option
 
 __all__ = ["AwsOptions", "DEFAULT_SESSION_NAME"]
 
@@ -26,15 +26,17 @@ _EXTERNAL_ID = re.compile(r"[\w+=,.@:/\-]{2,1224}")
 _PROFILE = re.compile(r"[A-Za-z0-9_.\-+@]{1,128}")
 
 
-def _matching(pattern: re.Pattern[str], value: Any, what: str) -> Any:
-    if value is None or not isinstance(value, str):
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
+    # An option's check: the value as given, or a ValueError that describes it without quoting it.
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"must be {what}")
         return value
-    if not pattern.fullmatch(value):
-        raise ValueError(f"must be {what}")
-    return value
+
+    return check
 
 
-class AwsOptions(BaseModel):
+class AwsOptions(Options):
     """EKS tokens as ``aws eks get-token`` makes them (a presigned STS GetCallerIdentity URL for the
     cluster), signed with credentials from botocore's chain: environment variables, the shared
     config and credentials files (``profile``), web identity (IRSA), EKS Pod Identity and container
@@ -42,77 +44,52 @@ class AwsOptions(BaseModel):
     plugin: ECR GetAuthorizationToken for the image's registry. ``type: aws`` alone uses the
     default chain and the cluster name from the ClusterProfile's exec extension (``clusterName``)."""
 
-    # This docstring and each field's description are what `cpcreds-aws --help` shows.
+    # This docstring and each option's description are what `cpcreds-aws --help` shows.
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    cluster_name: str | None = Field(
-        default=None,
-        alias="clusterName",
+    cluster_name: str | None = option(
+        None,
+        names=("clusterName",),
+        check=_matching(_CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first"),
         description="The EKS cluster's name (aws eks get-token --cluster-name). Unset: the profile's exec extension clusterName.",
     )
-    cluster_id: str | None = Field(
-        default=None,
-        alias="clusterId",
+    cluster_id: str | None = option(
+        None,
+        names=("clusterId",),
+        check=_matching(_CLUSTER_ID, "an EKS on Outposts cluster id (a UUID)"),
         description="An EKS on Outposts local cluster's id: signed in place of the name (--cluster-id).",
     )
-    region: str | None = Field(
-        default=None,
+    region: str | None = option(
+        None,
+        check=_matching(_REGION, "an AWS region such as us-west-2"),
         description="The region whose STS endpoint signs the token (--region). Unset: AWS_REGION, AWS_DEFAULT_REGION or the profile's region, else the global endpoint.",
     )
-    profile: str | None = Field(
-        default=None, description="A profile of the shared config and credentials files (--profile); unset: AWS_PROFILE or default."
+    profile: str | None = option(
+        None,
+        check=_matching(_PROFILE, "a profile name (letters, digits, _ . - + @)"),
+        description="A profile of the shared config and credentials files (--profile); unset: AWS_PROFILE or default.",
     )
-    role_arn: str | None = Field(
-        default=None, alias="roleArn", description="Assume this IAM role (STS AssumeRole) with the found credentials first (--role-arn)."
+    role_arn: str | None = option(
+        None,
+        names=("roleArn",),
+        check=_matching(_ROLE_ARN, "an IAM role ARN such as arn:aws:iam::111122223333:role/eks-reader"),
+        description="Assume this IAM role (STS AssumeRole) with the found credentials first (--role-arn).",
     )
-    role_session_name: str = Field(
-        default=DEFAULT_SESSION_NAME,
-        alias="roleSessionName",
+    role_session_name: str = option(
+        DEFAULT_SESSION_NAME,
+        names=("roleSessionName",),
+        check=_matching(_SESSION_NAME, "2 to 64 of letters, digits and + = , . @ - _"),
         description="The session name of the assumed role (--role-session-name).",
     )
-    external_id: str | None = Field(default=None, alias="externalId", description="The external id the assumed role's trust policy wants.")
+    external_id: str | None = option(
+        None,
+        names=("externalId",),
+        check=_matching(_EXTERNAL_ID, "2 to 1224 of letters, digits and + = , . @ : / - _"),
+        description="The external id the assumed role's trust policy wants.",
+    )
 
-    @field_validator("cluster_name", mode="before")
-    @classmethod
-    def _cluster_name(cls, value: Any) -> Any:
-        return _matching(_CLUSTER_NAME, value, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first")
-
-    @field_validator("cluster_id", mode="before")
-    @classmethod
-    def _cluster_id(cls, value: Any) -> Any:
-        return _matching(_CLUSTER_ID, value, "an EKS on Outposts cluster id (a UUID)")
-
-    @field_validator("region", mode="before")
-    @classmethod
-    def _region(cls, value: Any) -> Any:
-        return _matching(_REGION, value, "an AWS region such as us-west-2")
-
-    @field_validator("profile", mode="before")
-    @classmethod
-    def _profile(cls, value: Any) -> Any:
-        return _matching(_PROFILE, value, "a profile name (letters, digits, _ . - + @)")
-
-    @field_validator("role_arn", mode="before")
-    @classmethod
-    def _role_arn(cls, value: Any) -> Any:
-        return _matching(_ROLE_ARN, value, "an IAM role ARN such as arn:aws:iam::111122223333:role/eks-reader")
-
-    @field_validator("role_session_name", mode="before")
-    @classmethod
-    def _session_name(cls, value: Any) -> Any:
-        return _matching(_SESSION_NAME, value, "2 to 64 of letters, digits and + = , . @ - _")
-
-    @field_validator("external_id", mode="before")
-    @classmethod
-    def _external_id(cls, value: Any) -> Any:
-        return _matching(_EXTERNAL_ID, value, "2 to 1224 of letters, digits and + = , . @ : / - _")
-
-    @model_validator(mode="after")
-    def _role_only(self) -> AwsOptions:
+    def check_options(self) -> None:
         if self.role_arn is None:
             given = [name for name, set_ in (("roleSessionName", self.role_session_name != DEFAULT_SESSION_NAME),
                                              ("externalId", self.external_id is not None)) if set_]
             if given:
                 raise ValueError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with roleArn")
-        return self

@@ -43,7 +43,7 @@ class AwsProvider:
     options_model = AwsOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = AwsOptions.model_validate(dict(options))
+        self.options = AwsOptions.read(options)
         self._login = Login(self.options)
 
     def get_credential(self, plan: AccessPlan) -> Credential:

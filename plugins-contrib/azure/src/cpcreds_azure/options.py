@@ -8,11 +8,12 @@ Values arrive from YAML or from flags (always strings), so booleans also take ``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from cpcreds.sdk import Options, option, type_name
 
 __all__ = ["AzureOptions", "AKS_SERVER_ID", "LOGIN_MODES", "ENVIRONMENTS", "authority_url"]
 
@@ -39,7 +40,83 @@ def authority_url(host: str) -> str:
     return host.rstrip("/") if "://" in host else f"https://{host.rstrip('/')}"
 
 
-class AzureOptions(BaseModel):
+class Secret:
+    """A secret option's value: ``repr``/``str`` show stars, :meth:`get_secret_value` the value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _secret(value: Any) -> Secret:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {type_name(value)}")
+    return Secret(value)
+
+
+def _matching(pattern: re.Pattern[str], problem: str) -> Callable[[str], str]:
+    # An option's check: the value, or a ValueError that describes it without quoting it.
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(problem)
+        return value
+
+    return check
+
+
+def _file(value: Path) -> Path:
+    if not str(value).strip():
+        raise ValueError("must not be empty")
+    return value.expanduser()
+
+
+def _authority(value: str) -> str:
+    url = authority_url(value)
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme == "https" and bool(parts.hostname) and not (parts.query or parts.fragment or "@" in parts.netloc)
+        valid = valid and parts.path in ("", "/") and not any(c.isspace() for c in url)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ValueError("must be a host name or an https URL without a path, such as login.microsoftonline.com")
+    return url
+
+
+def _registries(value: Any) -> tuple[str, ...]:
+    # YAML gives a list; a flag gives "a,b" (or a list of such strings when repeated).
+    items = value if isinstance(value, (list, tuple)) else [value]
+    hosts: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError("must be a list of registry hosts or a comma-separated string")
+        hosts.extend(part for part in re.split(r"[,\s]+", item) if part)
+    for host in hosts:
+        if not re.fullmatch(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?", host):
+            raise ValueError("each registry must be a host[:port]")
+    return tuple(host.lower() for host in hosts)
+
+
+_server = _matching(_SERVER_ID, "must be an application ID or ID URI: printable ASCII without spaces, quotes or commas")
+_ident = _matching(_ID, "must be a GUID (letters, digits, dots and dashes)")
+
+
+class AzureOptions(Options):
     """Entra ID access tokens for AKS, as ``kubelogin get-token`` gets them for a service: the login
     mode (``--login``) picks the identity: workload identity (a federated token file), a managed
     identity, a service principal with a secret or a certificate, the Azure CLI's signed-in
@@ -48,122 +125,64 @@ class AzureOptions(BaseModel):
     AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE, AZURE_AUTHORITY_HOST, ...). The token is for
     ``<serverId>/.default``."""
 
-    # This docstring and each field's description are what `cpcreds-azure --help` shows.
+    # This docstring and each option's description are what `cpcreds-azure --help` shows.
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    login: Literal["default", "workloadidentity", "msi", "spn", "azurecli"] = Field(
-        default="default", description="Login mode: workloadidentity, msi, spn, azurecli or default (azure-identity's chain)."
+    login: Literal["default", "workloadidentity", "msi", "spn", "azurecli"] = option(
+        "default", description="Login mode: workloadidentity, msi, spn, azurecli or default (azure-identity's chain)."
     )
-    server_id: str = Field(
-        default=AKS_SERVER_ID, alias="serverId", description="The AAD server application ID: the token is for <serverId>/.default."
+    server_id: str = option(
+        AKS_SERVER_ID, names=("serverId",), check=_server, description="The AAD server application ID: the token is for <serverId>/.default."
     )
-    client_id: str | None = Field(
-        default=None, alias="clientId", description="Application (client) ID: of the service principal, the federated identity or a user-assigned managed identity."
+    client_id: str | None = option(
+        None, names=("clientId",), check=_ident,
+        description="Application (client) ID: of the service principal, the federated identity or a user-assigned managed identity.",
     )
-    tenant_id: str | None = Field(default=None, alias="tenantId", description="Directory (tenant) ID (else AZURE_TENANT_ID).")
-    client_secret: SecretStr | None = Field(
-        default=None,
-        alias="clientSecret",
+    tenant_id: str | None = option(None, names=("tenantId",), check=_ident, description="Directory (tenant) ID (else AZURE_TENANT_ID).")
+    client_secret: Secret | None = option(
+        None,
+        names=("clientSecret",),
+        parse=_secret,
         description="spn: the client secret (prefer AAD_SERVICE_PRINCIPAL_CLIENT_SECRET or AZURE_CLIENT_SECRET in the environment).",
     )
-    client_certificate: Path | None = Field(
-        default=None, alias="clientCertificate", description="spn: a PEM or PKCS#12 file holding the certificate and its private key."
+    client_certificate: Path | None = option(
+        None, names=("clientCertificate",), check=_file, description="spn: a PEM or PKCS#12 file holding the certificate and its private key."
     )
-    client_certificate_password: SecretStr | None = Field(
-        default=None, alias="clientCertificatePassword", description="spn: the password of clientCertificate, if it has one."
+    client_certificate_password: Secret | None = option(
+        None, names=("clientCertificatePassword",), parse=_secret, description="spn: the password of clientCertificate, if it has one."
     )
-    federated_token_file: Path | None = Field(
-        default=None,
-        alias="federatedTokenFile",
+    federated_token_file: Path | None = option(
+        None,
+        names=("federatedTokenFile",),
+        check=_file,
         description="workloadidentity: the projected service account token file (else AZURE_FEDERATED_TOKEN_FILE).",
     )
-    authority_host: str | None = Field(
-        default=None, alias="authorityHost", description="Entra ID authority host or URL (else AZURE_AUTHORITY_HOST, else from environment)."
+    authority_host: str | None = option(
+        None, names=("authorityHost",), check=_authority,
+        description="Entra ID authority host or URL (else AZURE_AUTHORITY_HOST, else from environment).",
     )
-    environment: Literal["AzurePublicCloud", "AzureChinaCloud", "AzureUSGovernmentCloud"] | None = Field(
-        default=None, description="The cloud, for its authority host: AzurePublicCloud, AzureChinaCloud or AzureUSGovernmentCloud."
+    environment: Literal["AzurePublicCloud", "AzureChinaCloud", "AzureUSGovernmentCloud"] | None = option(
+        None, description="The cloud, for its authority host: AzurePublicCloud, AzureChinaCloud or AzureUSGovernmentCloud."
     )
-    identity_resource_id: str | None = Field(
-        default=None, alias="identityResourceId", description="msi: the ARM resource ID of a user-assigned managed identity (instead of clientId)."
+    identity_resource_id: str | None = option(
+        None, names=("identityResourceId",), check=_matching(_RESOURCE_ID, "must be an ARM resource ID (/subscriptions/...)"),
+        description="msi: the ARM resource ID of a user-assigned managed identity (instead of clientId).",
     )
-    disable_instance_discovery: bool = Field(
-        default=False,
-        alias="disableInstanceDiscovery",
+    disable_instance_discovery: bool = option(
+        False,
+        names=("disableInstanceDiscovery",),
         description="Do not ask login.microsoftonline.com to validate the authority (an authority host Microsoft does not know).",
     )
-    registries: tuple[str, ...] = Field(
-        default=(),
+    registries: tuple[str, ...] = option(
+        (),
+        parse=_registries,
         description="Kubelet plugin: registry hosts to answer besides *.azurecr.io, *.azurecr.cn and *.azurecr.us (a private endpoint; a flag also takes a,b).",
     )
-    acr_scope: str | None = Field(
-        default=None,
-        alias="acrScope",
+    acr_scope: str | None = option(
+        None, names=("acrScope",), check=_server,
         description="Kubelet plugin: the scope of the Entra token exchanged at the registry (default: the registry's cloud's ARM scope).",
     )
 
-    @field_validator("server_id", "acr_scope", mode="before")
-    @classmethod
-    def _server(cls, value: Any) -> Any:
-        if isinstance(value, str) and not _SERVER_ID.fullmatch(value):
-            raise ValueError("must be an application ID or ID URI: printable ASCII without spaces, quotes or commas")
-        return value
-
-    @field_validator("client_id", "tenant_id", mode="before")
-    @classmethod
-    def _ident(cls, value: Any) -> Any:
-        if isinstance(value, str) and not _ID.fullmatch(value):
-            raise ValueError("must be a GUID (letters, digits, dots and dashes)")
-        return value
-
-    @field_validator("client_certificate", "federated_token_file", mode="before")
-    @classmethod
-    def _file(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("must not be empty")
-            return Path(value).expanduser()
-        return value
-
-    @field_validator("authority_host", mode="before")
-    @classmethod
-    def _authority(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        url = authority_url(value)
-        try:
-            parts = urlsplit(url)
-            valid = parts.scheme == "https" and bool(parts.hostname) and not (parts.query or parts.fragment or "@" in parts.netloc)
-            valid = valid and parts.path in ("", "/") and not any(c.isspace() for c in url)
-        except ValueError:
-            valid = False
-        if not valid:
-            raise ValueError("must be a host name or an https URL without a path, such as login.microsoftonline.com")
-        return url
-
-    @field_validator("identity_resource_id", mode="before")
-    @classmethod
-    def _resource(cls, value: Any) -> Any:
-        if isinstance(value, str) and not _RESOURCE_ID.fullmatch(value):
-            raise ValueError("must be an ARM resource ID (/subscriptions/...)")
-        return value
-
-    @field_validator("registries", mode="before")
-    @classmethod
-    def _registries(cls, value: Any) -> Any:
-        items = value if isinstance(value, (list, tuple)) else [value]
-        hosts: list[str] = []
-        for item in items:
-            if not isinstance(item, str):
-                raise ValueError("must be a list of registry hosts or a comma-separated string")
-            hosts.extend(part for part in re.split(r"[,\s]+", item) if part)
-        for host in hosts:
-            if not re.fullmatch(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?", host):
-                raise ValueError("each registry must be a host[:port]")
-        return tuple(host.lower() for host in hosts)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> AzureOptions:
+    def check_options(self) -> None:
         only = {
             "clientSecret": ("spn", self.client_secret is not None),
             "clientCertificate": ("spn", self.client_certificate is not None),
@@ -182,7 +201,6 @@ class AzureOptions(BaseModel):
             raise ValueError("clientId and identityResourceId are exclusive: a managed identity is named by one")
         if self.authority_host is not None and self.environment is not None:
             raise ValueError("authorityHost and environment are exclusive: give one")
-        return self
 
     @property
     def scope(self) -> str:

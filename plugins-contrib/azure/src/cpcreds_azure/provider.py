@@ -69,7 +69,7 @@ class AzureProvider:
     options_model = AzureOptions
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = AzureOptions.model_validate(dict(options))
+        self.options = AzureOptions.read(options)
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}
         self._transport: BoundedTransport | None = None
