@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._parse import DocumentError, load_document, read_bounded
+from .._parse import load_or_raise, read_or_raise
 from ..access import AccessPlan, ExecSpec
 from ..api import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
@@ -73,13 +73,9 @@ class HubConnector:
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any]:
-        try:
-            # Without blocking, regular files only: a FIFO at the path is an error, not a hang.
-            document = load_document(read_bounded(path, 4 * 1024 * 1024), source=str(path))
-        except OSError as exc:
-            raise HubAuthError(f"cannot read the hub kubeconfig {path}: {exc.strerror or type(exc).__name__}") from None
-        except DocumentError as exc:
-            raise HubAuthError(str(exc)) from None
+        # Without blocking, regular files only: a FIFO at the path is an error, not a hang.
+        data = read_or_raise(path, lambda reason: HubAuthError(f"cannot read the hub kubeconfig {path}: {reason}"), max_bytes=4 * 1024 * 1024)
+        document = load_or_raise(data, HubAuthError, source=str(path), message="{source}: {detail}")
         if not isinstance(document, dict):
             raise HubAuthError(f"{path}: not a kubeconfig (expected a mapping)")
         return document
