@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
-from ._parse import DocumentError, load_document
+from ._parse import Limits, load_or_raise
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
@@ -99,15 +99,11 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
     raw = env.get(EXEC_INFO_ENV, "")
     if not raw.strip():
         return PluginRequest(api_version=default_api_version, interactive=False, cluster=None, from_environment=False)
-    # The client wrote this, but a hostile environment is possible: parse it bounded, never quote
-    # it, and raise outside the except blocks so no parser exception is chained to ours.
-    problem = None
-    try:
-        document = load_document(raw, source=EXEC_INFO_ENV, syntax="json", max_bytes=_MAX_EXEC_INFO_BYTES)
-    except DocumentError as exc:
-        problem = f"{EXEC_INFO_ENV} is not JSON ({exc.detail})"
-    if problem is not None:
-        raise PluginRequestError(problem)
+    # The client wrote this, but a hostile environment is possible: parse it bounded, never quote it.
+    document = load_or_raise(
+        raw, PluginRequestError, source=EXEC_INFO_ENV, syntax="json", limits=Limits(max_bytes=_MAX_EXEC_INFO_BYTES),
+        message=f"{EXEC_INFO_ENV} is not JSON ({{detail}})",
+    )
     if not isinstance(document, dict) or document.get("kind") != "ExecCredential":
         raise PluginRequestError(f"{EXEC_INFO_ENV} is not an ExecCredential")
     api_version = document.get("apiVersion")

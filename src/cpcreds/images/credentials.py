@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from .._parse import DocumentError, read_bounded
+from .._parse import read_or_raise
 from ..errors import CredentialError, ImageCredentialError
 from .cache import DEFAULT_MAX_ENTRIES, DEFAULT_PURGE_INTERVAL, CacheEntry, ImageCredentialCache
 from .config import CredentialProvider, CredentialProviderConfig, load_credential_provider_config
@@ -146,22 +146,20 @@ class _ServiceAccount:
         self.annotations = dict(annotations)
 
     def read_token(self, provider: str) -> str:
-        problem = None
+        def refused(problem: str) -> ImageCredentialError:
+            return ImageCredentialError(f"provider {provider}: service-account token file {self.token_file}: {problem}")
+
+        # Regular files only, bounded: a FIFO or a device is refused, not read.
+        data = read_or_raise(self.token_file or "", refused, max_bytes=MAX_TOKEN_BYTES)
         try:
-            token = read_bounded(self.token_file or "", MAX_TOKEN_BYTES).decode("utf-8").strip()
-            if token:
-                return token
-            problem = "is empty"
-        except FileNotFoundError:
-            problem = "file not found"
-        except DocumentError as exc:  # too large, or not a regular file (a FIFO, a device)
-            problem = f"is larger than {MAX_TOKEN_BYTES // 1024} KiB" if exc.kind == "too-large" else exc.reason
+            token = data.decode("utf-8").strip()
         except UnicodeDecodeError:
-            problem = "is not UTF-8 text"
-        except OSError as exc:
-            problem = f"cannot read: {exc.strerror or type(exc).__name__}"
-        # Raised outside the except blocks: a decode error carries the file's bytes.
-        raise ImageCredentialError(f"provider {provider}: service-account token file {self.token_file}: {problem}")
+            token = None  # raised below, outside the except block: a decode error carries the file's bytes
+        if token is None:
+            raise refused("is not UTF-8 text")
+        if not token:
+            raise refused("is empty")
+        return token
 
 
 @dataclass(frozen=True)
