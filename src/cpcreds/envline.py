@@ -41,6 +41,11 @@ _LONG = {
 _VARNAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: How many ``-S`` strings one line may expand (each may hold another): a bound, not env's.
 _MAX_SPLITS = 16
+#: Characters of arguments ``-S`` may expand to: Linux's ``execve`` takes at most 128 KiB in one
+#: argument (MAX_ARG_STRLEN) and env's program gets no more, so a line expanding past it
+#: (``${NAME}`` values holding ``-S${NAME}${NAME}`` double at each split) runs nothing.
+_MAX_ARG = 128 * 1024
+_MAX_ARGV = 16 * _MAX_ARG
 
 
 class EnvLineError(ValueError):
@@ -101,22 +106,28 @@ class EnvCommand:
         return None
 
 
-def _split_string(text: str, environ: Mapping[str, str]) -> list[str]:
-    """``-S``'s string as ``env`` splits it (coreutils ``build_argv``)."""
-    args: list[str] = []
+def _split_string(text: str, environ: Mapping[str, str], budget: int) -> list[str]:
+    """``-S``'s string as ``env`` splits it (coreutils ``build_argv``), in at most ``budget``
+    characters (else :class:`EnvLineError`)."""
+    args: list[list[str]] = []  # each argument's pieces, joined once at the end
     sep = True  # the last character seen separates arguments
     sq = dq = False
     i = 0
+    size = length = 0  # characters in all, and in the argument being built
 
     def start() -> None:
-        nonlocal sep
+        nonlocal sep, length
         if sep:
-            args.append("")
-            sep = False
+            args.append([])
+            sep, length = False, 0
 
     def add(text: str) -> None:
+        nonlocal size, length
         start()
-        args[-1] += text
+        size, length = size + len(text), length + len(text)
+        if length > _MAX_ARG or size > budget:
+            raise EnvLineError(f"-S expands to more than execve takes ({_MAX_ARG // 1024} KiB in one argument, {_MAX_ARGV // 1024} KiB in all)")
+        args[-1].append(text)
 
     while i < len(text):
         char = text[i]
@@ -136,7 +147,7 @@ def _split_string(text: str, environ: Mapping[str, str]) -> list[str]:
                 i += 1
             continue
         if char == "#" and sep:
-            return args  # a '#' starting an argument ends the string
+            return ["".join(arg) for arg in args]  # a '#' starting an argument ends the string
         if char == "\\" and not (sq and text[i + 1 : i + 2] not in ("\\", "'")):
             i += 1
             escaped = text[i : i + 1]
@@ -150,7 +161,7 @@ def _split_string(text: str, environ: Mapping[str, str]) -> list[str]:
             elif escaped == "c":
                 if dq:
                     raise EnvLineError("'\\c' must not appear in a double-quoted -S string")
-                return args
+                return ["".join(arg) for arg in args]
             elif escaped and escaped in "fnrtv":
                 add({"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}[escaped])
             elif not escaped:
@@ -172,7 +183,7 @@ def _split_string(text: str, environ: Mapping[str, str]) -> list[str]:
         i += 1
     if sq or dq:
         raise EnvLineError("no terminating quote in -S string")
-    return args
+    return ["".join(arg) for arg in args]
 
 
 def _long_option(arg: str) -> tuple[str, str, str | None]:
@@ -256,7 +267,8 @@ def parse_env_args(args: Sequence[str], environ: Mapping[str, str]) -> EnvComman
                     raise EnvLineError(f"more than {_MAX_SPLITS} -S strings")
                 # env rebuilds its argv from the split string and what follows the option, and
                 # parses that again from the start (options before -S keep their effect).
-                rest = _split_string(value, environ) + rest[i:]
+                following = rest[i:]
+                rest = _split_string(value, environ, _MAX_ARGV - sum(map(len, following))) + following
                 i = 0
             elif key in ("help", "version", "list-signal-handling"):
                 if key != "list-signal-handling":
