@@ -37,6 +37,7 @@ from ._configrules import (
     go_marshalled_exec_config,
     parse_duration,
 )
+from ._options import did_you_mean
 from ._parse import Limits, load_or_raise, plain_copy, read_or_raise
 from ._show import quoted, type_name
 from .errors import ConfigError
@@ -463,7 +464,7 @@ class ProviderConfig:
             raise ConfigError("must be a mapping with a 'providers' list", source=source)
         unknown = sorted((key for key in data if key not in _TOP_LEVEL_FIELDS), key=repr)
         if unknown:
-            hint = _did_you_mean(unknown[0], _TOP_LEVEL_FIELDS)
+            hint = did_you_mean(unknown[0], _TOP_LEVEL_FIELDS)
             shown = ", ".join(_show_key(key) for key in unknown)
             raise ConfigError(f"unknown top-level field(s) {shown}{hint}", source=source)
         raw_providers = data.get("providers") or []
@@ -573,18 +574,6 @@ def _label(name: Any, index: int | None) -> str:
 
 def _show_key(key: Any) -> str:
     return quoted(key, 60)
-
-
-def _did_you_mean(key: Any, known: Iterable[str]) -> str:
-    if not isinstance(key, str):
-        return ""
-    import difflib  # only for a mistyped key: reading a good config never loads it
-
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    if not close:
-        lowered = {name.lower(): name for name in known}
-        close = [lowered[key.lower()]] if key.lower() in lowered else []
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def json_type_name(value: Any) -> str:
@@ -698,7 +687,7 @@ def describe_validation_error(
             known = _known_fields(_model_at(model, loc[:-1]))
             if not loc[:-1]:
                 known += list(extra_known)
-            message = "is not a known field" + _did_you_mean(loc[-1] if loc else None, known)
+            message = "is not a known field" + did_you_mean(loc[-1] if loc else None, known)
         elif kind in ("literal_error", "enum"):
             expected = (err.get("ctx") or {}).get("expected", "one of the allowed values")
             got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else json_type_name(value)
