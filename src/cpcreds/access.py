@@ -424,6 +424,22 @@ def _configured_spec(entry: ProviderEntry) -> ExecSpec:
     return spec
 
 
+#: id(entry) -> (entry, its options as a read-only copy): every in-process plan of an entry shares
+#: one (read-only, so no plan can change another's); as for _CONFIGURED_SPECS.
+_CONFIGURED_OPTIONS: dict[int, tuple[ProviderEntry, Mapping[str, Any]]] = {}
+
+
+def _configured_options(entry: ProviderEntry) -> Mapping[str, Any]:
+    cached = _CONFIGURED_OPTIONS.get(id(entry))
+    if cached is not None and cached[0] is entry:
+        return cached[1]
+    options: Mapping[str, Any] = MappingProxyType(plain_copy(dict(entry.options)))
+    if len(_CONFIGURED_OPTIONS) >= _MAX_CONFIGURED_SPECS:
+        _CONFIGURED_OPTIONS.clear()
+    _CONFIGURED_OPTIONS[id(entry)] = (entry, options)
+    return options
+
+
 def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> AccessPlan:
     if source is None:
         raise ProfileError(f"{_cluster_at(name)} is missing", profile=ref)
@@ -442,7 +458,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> 
             provider=entry.name,
             kind=entry.kind,
             cluster=cluster,
-            options=MappingProxyType(plain_copy(dict(entry.options))),
+            options=_configured_options(entry),
             timeout=entry.timeout,
         )
     spec = _configured_spec(entry)
