@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_serve import CPCREDS, get, profile  # noqa: E402
+from bench_serve import CPCREDS, profile, start_serve  # noqa: E402
 
 from tests.fakes import mint  # noqa: E402
 
@@ -52,20 +52,9 @@ def healthy_profile(index: int) -> dict:
 
 def serve_ready(config: Path, kubeconfig: Path, env: dict[str, str]) -> float:
     args = [str(CPCREDS), "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--log-level", "warning", "--concurrency", "64", "--hub-kubeconfig", str(kubeconfig)]
-    started = time.monotonic()
-    process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process, _, ready = start_serve(args, env)
     try:
-        url = ""
-        assert process.stderr is not None
-        while not url:
-            line = process.stderr.readline()
-            if not line:
-                raise SystemExit(f"serve exited: {process.wait()}: {process.stderr.read()[-2000:]}")
-            if "status page " in line:
-                url = line.split("status page ", 1)[1].split()[0].rstrip("/")
-        while get(url + "/readyz")[0] != 200:
-            time.sleep(0.02)
-        return time.monotonic() - started
+        return ready
     finally:
         process.terminate()
         process.wait(30)

@@ -110,6 +110,30 @@ def floor(size: int, workdir: Path, site: Path) -> dict[str, float]:
         shutil.rmtree(profiles, ignore_errors=True)
 
 
+def start_serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str, float]:
+    """Start ``cpcreds serve`` (``args``), read its status page URL from its log and wait for
+    ``/readyz`` = 200: (the process, that URL, seconds from start to ready). The caller stops the
+    process; it is stopped here if it never gets ready."""
+    started = time.monotonic()
+    process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = ""
+        assert process.stderr is not None
+        while not url:
+            line = process.stderr.readline()
+            if not line:
+                raise SystemExit(f"serve exited: {process.wait()}: {process.stderr.read()[-2000:]}")
+            if "status page " in line:
+                url = line.split("status page ", 1)[1].split()[0].rstrip("/")
+        while get(url + "/readyz")[0] != 200:
+            time.sleep(0.02)
+    except BaseException:
+        process.terminate()
+        process.wait(30)
+        raise
+    return process, url, time.monotonic() - started
+
+
 def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -> dict[str, float]:
     config = write_config(workdir)
     profiles = workdir / f"profiles-{size}"
@@ -122,20 +146,8 @@ def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -
             hub.put(profile(index))  # type: ignore[attr-defined]
         args += ["--hub-kubeconfig", str(hub.write_kubeconfig(workdir / "hub.kubeconfig", "bench"))]  # type: ignore[attr-defined]
     env = {**os.environ, "PYTHONPATH": str(site), "CPCREDS_PLUGINS": "mint"}
-    started = time.monotonic()
-    process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process, url, ready = start_serve(args, env)
     try:
-        url = ""
-        assert process.stderr is not None
-        while not url:
-            line = process.stderr.readline()
-            if not line:
-                raise SystemExit(f"serve exited: {process.wait()}")
-            if "status page " in line:
-                url = line.split("status page ", 1)[1].split()[0].rstrip("/")
-        while get(url + "/readyz")[0] != 200:
-            time.sleep(0.05)
-        ready = time.monotonic() - started
         rss = rss_mb(process.pid)
         _, body = get(url + "/v1/clusters")  # once: every cluster must be ready
         counts = json.loads(body)["counts"]
