@@ -650,3 +650,21 @@ def test_exec_info_is_the_request_as_json_dumps_writes_it(profile: dict, config:
         if spec.provide_cluster_info:
             request["spec"]["cluster"] = cluster_to_wire(plan.cluster)
         assert exec_info(spec, plan, interactive=interactive) == json.dumps(request, separators=(",", ":"))
+
+
+def test_owned_profile_shares_a_flat_exec_extension_and_copies_anything_else() -> None:
+    """resolve(..., owned=True): the caller hands over a profile it never changes (cpcreds serve's
+    parsed files): a flat exec extension is shared, not copied; the plan's key is the same."""
+    config = config_of(exec_entry("fake"))
+    flat = {"clusterName": "spoke-1", "port": 6443, "fail": False, "note": None}
+    nested = {"clusterName": "spoke-1", "audiences": ["a", "b"]}
+    for extension, shared in ((flat, True), (nested, False), ({"ratio": 0.5}, False)):
+        profile = cluster_profile("spoke-1", access_provider("fake", exec_extension=extension))
+        owned, copied = resolve(config, profile, owned=True), resolve(config, profile)
+        assert (owned.cluster.config is extension) is shared
+        assert copied.cluster.config is not extension and copied.cluster.config == extension
+        assert owned.key == copied.key and owned.cluster.config == copied.cluster.config
+    # Whatever is handed over is still checked: a hostile value goes the validating way.
+    hostile = cluster_profile("spoke-1", access_provider("fake", exec_extension={"n": float("nan")}))
+    with pytest.raises(ProfileError):
+        resolve(config, hostile, owned=True)

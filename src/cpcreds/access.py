@@ -175,16 +175,20 @@ def _has_provider_lists(raw: Any) -> bool:
     return isinstance(status, Mapping) and any(status.get(key) is not None for key in _PROVIDER_LISTS)
 
 
-def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
+def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any], *, owned: bool = False) -> AccessPlan:
     """Pick the first provider *in config order* that the profile offers and build its plan.
 
     Raises :class:`~cpcreds.errors.NoMatchingProvider` (naming the profile, what it offers and what
     the config has) or :class:`~cpcreds.errors.ProfileError` for a malformed profile (one without
-    ``status.accessProviders`` included). The plan shares nothing mutable with ``profile``.
+    ``status.accessProviders`` included). The plan shares nothing mutable with ``profile``, unless
+    ``owned``: the caller hands over a profile ``dict`` of plain JSON data (as a JSON parser gives
+    it) and promises that neither the profile nor anything in it changes after this call (as
+    ``cpcreds serve`` does with the profiles it parsed itself); the plan then shares the profile's
+    exec extension, when that is one flat object, instead of a deep read-only copy of it.
     """
     if type(profile) is dict:
         try:
-            plan = _resolve_plain(config, profile)
+            plan = _resolve_plain(config, profile, owned)
         except Exception:  # anything unusual: the validating path decides, and words the error
             plan = None
         if plan is not None:
@@ -285,13 +289,13 @@ class _NotPlain(Exception):
     """The profile dict is not one the direct reading handles."""
 
 
-def _resolve_plain(config: ProviderConfig, profile: dict[str, Any]) -> AccessPlan | None:
+def _resolve_plain(config: ProviderConfig, profile: dict[str, Any], owned: bool = False) -> AccessPlan | None:
     """The plan for a well-formed profile dict, or None (or any exception) for the validating path."""
     offered = _read_plain(profile)
     for entry in config.providers:
         if entry.name in offered:
             # The ref is only for errors, and errors here are the validating path's to raise.
-            return _plan(entry, entry.name, offered[entry.name], "")
+            return _plan(entry, entry.name, offered[entry.name], "", owned)
     return None
 
 
@@ -383,6 +387,16 @@ def _source_of(cluster: KubeconfigCluster) -> _Source:
 # -- building the plan ---------------------------------------------------------------------------
 
 
+#: Values an owned profile's exec extension may hold and still be shared as it is (see resolve).
+_FLAT_VALUES = (str, int, bool, type(None))
+
+
+def _shareable(value: Any) -> bool:
+    """Whether an owned profile's exec extension can be shared: one object of scalars only (no
+    float, whose NaN a copy would refuse; nested data is copied and checked as ever)."""
+    return type(value) is dict and all(type(key) is str and type(item) in _FLAT_VALUES for key, item in value.items())
+
+
 def _frozen(value: Any, where: str, ref: str) -> Any:
     problem: str | None = None
     try:
@@ -440,16 +454,17 @@ def _configured_options(entry: ProviderEntry) -> Mapping[str, Any]:
     return options
 
 
-def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str) -> AccessPlan:
+def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, owned: bool = False) -> AccessPlan:
     if source is None:
         raise ProfileError(f"{_cluster_at(name)} is missing", profile=ref)
     server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, extensions = source
     if not server:
         raise ProfileError(f"{_cluster_at(name)}.server is empty", profile=ref)
     # A deep, read-only copy: neither the caller (changing its profile dict after resolve) nor a
-    # provider (changing plan.cluster.config) can change the plan or its key.
+    # provider (changing plan.cluster.config) can change the plan or its key. An owner who
+    # promised not to change its profile (resolve's ``owned``) shares a flat extension instead.
     config = extensions.get(EXEC_EXTENSION)
-    if config is not None:
+    if config is not None and not (owned and _shareable(config)):
         config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", ref)
     # The values were checked as the profile was read (by the models or the direct reading).
     cluster = ExecCluster._of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)

@@ -112,11 +112,13 @@ class CredentialEngine:
         """The plan for ``profile`` (remembered under the profile's identity)."""
         return self._planner.plan(profile)
 
-    def bind(self, profile: ClusterProfile | Mapping[str, Any]) -> Binding:
+    def bind(self, profile: ClusterProfile | Mapping[str, Any], *, owned: bool = False) -> Binding:
         """A :class:`~cpcreds.Binding`: ``profile``'s handle on this engine (credential, answer,
-        invalidate after a 401; sync and asyncio). Resolves now: raises what :meth:`resolve` raises."""
+        invalidate after a 401; sync and asyncio). Resolves now: raises what :meth:`resolve` raises.
+        ``owned``: the caller hands ``profile`` over and never changes it afterwards, so the plan
+        may share parts of it instead of copying them (see :func:`cpcreds.resolve`)."""
         identity = profile_identity(profile)
-        plan = self._plans.get(identity) or self._planner.resolve(profile, identity)
+        plan = self._plans.get(identity) or self._planner.resolve(profile, identity, owned)
         route = self._planner.route(profile, identity, plan) if plan.provider in self._failover_providers else None
         return Binding(plan, route, self._answers, self._closing)
 

@@ -114,9 +114,10 @@ class PlanCache:
         identity = profile_identity(profile)
         return self.plans.get(identity) or self.resolve(profile, identity)
 
-    def resolve(self, profile: ClusterProfile | Mapping[str, Any], identity: Any) -> AccessPlan:
-        """Resolve ``profile`` and remember its plan under ``identity`` (None: not remembered)."""
-        plan = resolve(self.config, profile)
+    def resolve(self, profile: ClusterProfile | Mapping[str, Any], identity: Any, owned: bool = False) -> AccessPlan:
+        """Resolve ``profile`` (``owned``: see :func:`~cpcreds.access.resolve`) and remember its
+        plan under ``identity`` (None: not remembered)."""
+        plan = resolve(self.config, profile, owned=owned)
         if identity is not None:
             with self._lock:
                 if len(self.plans) >= self._limit:

@@ -137,7 +137,8 @@ class Keeper:
         self._tracked[key] = tracked
         self._waiting_first += 1
         try:
-            tracked.binding = self.engine.bind(profile)
+            # The inventory's profiles are parsed by cpcreds and never changed once delivered.
+            tracked.binding = self.engine.bind(profile, owned=True)
         except NoMatchingProvider as exc:
             self._unusable(tracked, "unmatched", str(exc))
             return
