@@ -8,7 +8,7 @@ Sybil finds the pages' fenced blocks; this module says how each kind runs:
   terminal shows them) is compared with the lines below it. ``cd``, exported variables and ``$?``
   carry from one command of a page to the next.
 - ``sh``: the block runs the same way and must exit 0; its output is not compared.
-- ``python``: the block runs as a script (``python -``) from the same folder and must exit 0; a
+- ``python``: the block runs as a script (``python -``, its text as for a command) from the same folder and must exit 0; a
   plain block (no language) right after it is what it prints, compared as for ``console``. A
   block whose first line is ``# NAME.py`` is a file the page writes: it is saved as NAME.py.
 - ``yaml``: a block whose first line is ``# NAME.yaml`` is a file the page writes: it is saved as
@@ -292,7 +292,7 @@ def run_python(example: Example) -> None:
     if written_file(example, r"[\w./-]+\.py"):
         return
     page: Page = example.namespace["page"]
-    status, printed = page.run("python -", stdin=example.parsed, env=example.namespace.get("env"))
+    status, printed = page.run("python -", stdin=page.actual(example.parsed), env=example.namespace.get("env"))
     assert status == 0, f"python block exited {status}:\n{printed}"
     checked(example, printed)
     # A plain block right after it is what it prints.
@@ -382,6 +382,11 @@ SPIFFE_IDS = ["spiffe://example.org/ns/fleet-system/sa/other", "spiffe://example
 #: The hub token the pages' hub kubeconfig holds, and the Role it is granted: providers-secretreader.md's
 #: rbac.yaml (get on secrets) in the namespaces of the pages' Secrets.
 HUB_DOCS_TOKEN = "docs-controller-token"
+#: The hub kubeconfig's path as the pages' kubelet config names it (a node's).
+SHOWN_HUB_KUBECONFIG = "/etc/kubernetes/hub.kubeconfig"
+#: The private registry as the pages show it, and the robot account its pull Secret holds.
+SHOWN_REGISTRY = "registry.example.com"
+REGISTRY_USER, REGISTRY_PASSWORD = "robot", "r0b0t-pa55"
 #: The service account providers-gcp.md's providers.yaml impersonates.
 GCP_READER = "fleet-reader@my-project.iam.gserviceaccount.com"
 
@@ -390,8 +395,20 @@ class Fakes:
     """The shared fakes of tests/fakes/, each started once per session when a page first needs it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a fake's start takes the shared PKI under the same lock.
+        self._lock = threading.RLock()
         self._started: dict[str, Any] = {}
+        self._pki: Any = None
+
+    @property
+    def pki(self) -> Any:
+        """One CA for the fakes that serve HTTPS (key generation is the slow part)."""
+        with self._lock:
+            if self._pki is None:
+                from tests.fakes.pki import PKI
+
+                self._pki = PKI()
+            return self._pki
 
     def _get(self, name: str, start: Callable[[], Any]) -> Any:
         with self._lock:
@@ -407,9 +424,8 @@ class Fakes:
     def hub(self) -> Any:
         def start() -> Any:
             from tests.fakes.hub import HubServer
-            from tests.fakes.pki import PKI
 
-            hub = HubServer(PKI()).start()
+            hub = HubServer(self.pki).start()
             hub.grant(HUB_DOCS_TOKEN, user="system:serviceaccount:fleet-system:fleet-controller",
                       namespaces=["fleet-system", "image-pull"], resources=["secrets"], verbs=["get"])
             return hub
@@ -438,6 +454,20 @@ class Fakes:
 
         return self._get("google", start).value
 
+    @property
+    def registry(self) -> tuple[Any, Path]:
+        """The registry (accepting robot's password) and the file of its CA."""
+
+        def start() -> Any:
+            from tests.fakes.registry import FakeRegistry
+
+            registry = FakeRegistry(self.pki, users={REGISTRY_USER: REGISTRY_PASSWORD}).start()
+            ca = Path(tempfile.mkdtemp()) / "registry-ca.pem"
+            ca.write_bytes(self.pki.ca_pem)
+            return _Started([registry], (registry, ca))
+
+        return self._get("registry", start).value
+
 
 @dataclass
 class _Started:
@@ -462,6 +492,9 @@ class Setup:
     before: Callable[[], None] | None = None
     #: Called with each output of those blocks: the setup's own assertions.
     checks: list[Callable[[str], None]] = field(default_factory=list)
+    #: Files of the workspace (relative to its root) the page's blocks read as shipped, rewritten
+    #: with the page's actual values before its first block (the workspace puts them back).
+    rewrites: list[str] = field(default_factory=list)
 
 
 def _fresh_cache(page: Page, context: Context) -> Setup:
@@ -477,13 +510,15 @@ def _hub(page: Page, context: Context) -> Setup:
     kubeconfig = page.home / ".kube" / "hub.kubeconfig"
     kubeconfig.parent.mkdir(exist_ok=True)
     hub.write_kubeconfig(kubeconfig, HUB_DOCS_TOKEN, namespace="fleet-system")
+    # The same hub where a node's kubelet config names its kubeconfig.
+    node = hub.write_kubeconfig(page.home / ".kube" / "node-hub.kubeconfig", HUB_DOCS_TOKEN, namespace="fleet-system")
 
     def before() -> None:
         for obj in page.objects:
             if obj["kind"] == "Secret":
                 hub.put(obj)
 
-    return Setup(env={"KUBECONFIG": str(kubeconfig)}, replacements=[(SHOWN_HUB, hub.url)], before=before)
+    return Setup(env={"KUBECONFIG": str(kubeconfig)}, replacements=[(SHOWN_HUB, hub.url), (SHOWN_HUB_KUBECONFIG, str(node))], before=before)
 
 
 def _spire_agent(page: Page, context: Context) -> Setup:
@@ -502,7 +537,24 @@ def _spire_agent(page: Page, context: Context) -> Setup:
 
 def _google(page: Page, context: Context) -> Setup:
     metadata, google, ca = context.fakes.google
-    return Setup(env={"GCE_METADATA_HOST": metadata.host, "HTTPS_PROXY": google.url, "REQUESTS_CA_BUNDLE": str(ca)})
+
+    def tokens_are_googles(printed: str) -> None:
+        # Each access token printed whole is one the metadata server or Google's IAM issued.
+        issued = {token.token for token in [*metadata.issued, *google.issued]}
+        for token in re.findall(r"\bya29\.[\w.-]+", printed):
+            assert token.endswith("...") or token in issued, f"Google did not issue {token[:12]}..."
+
+    return Setup(env={"GCE_METADATA_HOST": metadata.host, "HTTPS_PROXY": google.url, "REQUESTS_CA_BUNDLE": str(ca)}, checks=[tokens_are_googles])
+
+
+def _registry(page: Page, context: Context) -> Setup:
+    registry, ca = context.fakes.registry
+    # Loopback is reached directly, not through the google setup's proxy; Python (and curl) trust its CA.
+    return Setup(
+        env={"NO_PROXY": "127.0.0.1,localhost", "SSL_CERT_FILE": str(ca), "CURL_CA_BUNDLE": str(ca)},
+        replacements=[(SHOWN_REGISTRY, registry.host)],
+        rewrites=["docs/examples/kubelet-credential-provider-config.yaml"],
+    )
 
 
 @dataclass
@@ -526,9 +578,15 @@ SETUPS: dict[str, tuple[str, Callable[[Page, Context], Setup]]] = {
         "printed must be one it issued",
         _spire_agent,
     ),
+    "registry": (
+        f"the registry fake (tests/fakes/registry.py) as {SHOWN_REGISTRY}, accepting {REGISTRY_USER}'s password (its CA trusted "
+        "through SSL_CERT_FILE and CURL_CA_BUNDLE); the sample kubelet config (docs/examples/) names it and the hub's kubeconfig",
+        _registry,
+    ),
     "google": (
         "the GCE metadata server fake (tests/fakes/google.py) as the machine's (application default credentials), Google's "
-        f"APIs faked behind HTTPS_PROXY; the machine's service account may impersonate {GCP_READER}",
+        f"APIs faked behind HTTPS_PROXY; the machine's service account may impersonate {GCP_READER}; every access token printed "
+        "whole must be one they issued",
         _google,
     ),
 }
@@ -552,6 +610,9 @@ def run_page(path: Path, workspace: Workspace, base: Path, context: Context) -> 
     names = [block_setups(document, example) for example in examples]
     setups = {name: SETUPS[name][1](page, context) for name in set().union(*names)}
     page.replacements = [pair for setup in setups.values() for pair in setup.replacements]
+    for rewritten in {name for setup in setups.values() for name in setup.rewrites}:
+        shipped = page.root / rewritten
+        shipped.write_text(page.actual(shipped.read_text(encoding="utf-8")), encoding="utf-8")
     failures = []
     for example, used in zip(examples, names, strict=True):
         example.namespace["page"] = page
