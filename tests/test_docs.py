@@ -717,3 +717,92 @@ def test_no_page_shows_a_path_of_one_machine() -> None:
         if path.is_file() and "__pycache__" not in path.parts:
             for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
                 assert not machine.search(line), f"{path.relative_to(ROOT)}:{number}: {line}"
+
+
+def yaml_block(page: Path, name: str) -> Any:
+    """The YAML of ``page``'s block whose first line is ``# NAME`` (``name`` then anything)."""
+    [found] = [b for b in re.findall(r"```yaml\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL) if re.match(rf"# {re.escape(name)}\b", b)]
+    return yaml.safe_load(found)
+
+
+def test_the_gcp_kubeconfigs_exec_args_are_options_the_console_script_takes() -> None:
+    gcp = pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
+    from cpcreds.plugin import parse_option_flags
+    from cpcreds_gcp.plugin import ADC_FLAGS
+
+    for page in (ROOT / "docs" / "providers-gcp.md", ROOT / "plugins-contrib" / "gcp" / "README.md"):
+        [user] = yaml_block(page, "kubeconfig")["users"]
+        assert user["user"]["exec"]["command"] == "cpcreds-gcp"
+        # gke-gcloud-auth-plugin's flag is accepted and changes nothing: the defaults.
+        flags = parse_option_flags([arg for arg in user["user"]["exec"]["args"] if arg not in ADC_FLAGS])
+        assert gcp.GcpOptions.read(flags) == gcp.GcpOptions.read({}), page.name
+
+
+def test_the_spire_token_is_fleet_controllers_for_the_api_servers_audience() -> None:
+    """providers-spire.md's providers.yaml picks fleet-controller among the agent's identities (the
+    agent offers another first), for the profile's audience, which the spoke's API server accepts."""
+    pytest.importorskip("cpcreds_spire", reason="install plugins-contrib/spire")
+    from cpcreds import CredentialEngine, ProviderConfig
+    from tests.fakes.spire import SpireAgent
+
+    page = ROOT / "docs" / "providers-spire.md"
+    profile = yaml_block(page, "spoke-1.yaml")
+    audience = profile["status"]["accessProviders"][0]["cluster"]["extensions"][0]["extension"]["audience"]
+    assert yaml_block(page, "authentication-config.yaml")["jwt"][0]["issuer"]["audiences"] == [audience]
+    with SpireAgent(identities=SPIFFE_IDS) as agent:
+        providers = yaml.safe_dump(yaml_block(page, "providers.yaml")).replace(f"unix://{SHOWN_SOCKET}", agent.address)
+        with CredentialEngine(ProviderConfig.from_dict(yaml.safe_load(providers), source="providers.yaml")) as engine:
+            token = engine.get_credential(profile).token
+        claims = agent.verify(token, audience)
+    assert claims is not None and claims["sub"] == SPIFFE_IDS[1]
+
+
+def test_the_secretreader_example_runs_in_a_pod_with_the_pages_role_and_not_without(hub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """providers-secretreader.md's providers.yaml in the pod it assumes: the hub from in-cluster
+    config (the service account's token, CA and namespace), allowed what the page's rbac.yaml grants;
+    with a Role that does not grant it, the hub's 403."""
+    pytest.importorskip("cpcreds_secretreader", reason="install plugins-contrib/secretreader")
+    import functools
+
+    from cpcreds import CredentialEngine, ProviderConfig, ProviderError, ProviderRegistry, hookimpl
+    from cpcreds_secretreader.provider import SecretReaderProvider
+
+    page = ROOT / "docs" / "providers-secretreader.md"
+    pod = tmp_path / "serviceaccount"
+    pod.mkdir()
+
+    class InPod:
+        """The secretreader type, its service account directory this test's 'pod' (the provider's
+        constructor parameter for it)."""
+
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("secretreader", functools.partial(SecretReaderProvider, service_account_dir=str(pod)))
+
+    text = page.read_text(encoding="utf-8")
+    [rbac] = [b for b in re.findall(r"```yaml\n(# rbac.yaml\n.*?)```", text, flags=re.DOTALL)]
+    role = next(d for d in yaml.safe_load_all(rbac) if d and d["kind"] == "Role")
+    rule = role["rules"][0]
+    user = "system:serviceaccount:fleet-system:fleet-controller"
+    hub.grant("pod-token", user=user, namespaces=[role["metadata"]["namespace"]], resources=rule["resources"], verbs=rule["verbs"])
+    (pod / "token").write_text("pod-token")
+    (pod / "ca.crt").write_bytes(hub.ca_pem)
+    (pod / "namespace").write_text(role["metadata"]["namespace"])
+    for name in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(hub.port))
+    hub.put(yaml_block(page, "secret-spoke-1.yaml"))
+    config = ProviderConfig.from_dict(yaml_block(page, "providers.yaml"), source="providers.yaml")
+    registry = ProviderRegistry(entry_points=False, plugins=(InPod(),))
+    shown = re.search(r"\$ cpcreds get-credential --config providers.yaml --profile spoke-1.yaml\n(.*)\n", text)
+    assert shown is not None
+    with CredentialEngine(config, registry=registry) as engine:
+        credential = engine.get_credential(yaml_block(page, "spoke-1.yaml"))
+    assert credential.to_exec_credential("client.authentication.k8s.io/v1") == json.loads(shown.group(1))
+
+    hub.grant("pod-token", user=user, namespaces=[role["metadata"]["namespace"]], resources=rule["resources"], verbs=["list"])
+    with CredentialEngine(config, registry=registry) as engine, pytest.raises(ProviderError) as denied:
+        engine.get_credential(yaml_block(page, "spoke-1.yaml"))
+    assert "403" in str(denied.value)
