@@ -52,6 +52,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         CredentialProviderRequest,
         CredentialProviderResponse,
         ProtocolError,
+        encode_request,
+        encode_response,
+        parse_request,
+        parse_response,
     )
     from ._durations import format_duration, parse_duration
     from ._options import Duration, OptionError, Options, option
@@ -90,6 +94,10 @@ _EXPORTS = {
         "CACHE_KEY_REGISTRY",
         "CACHE_KEY_GLOBAL",
         "ProtocolError",
+        "encode_request",
+        "parse_request",
+        "encode_response",
+        "parse_response",
     ),
     "_durations": ("parse_duration", "format_duration"),
     "_options": ("Options", "option", "Duration", "OptionError"),
@@ -145,6 +153,10 @@ __all__ = [
     "CACHE_KEY_REGISTRY",
     "CACHE_KEY_GLOBAL",
     "ProtocolError",
+    "encode_request",
+    "parse_request",
+    "encode_response",
+    "parse_response",
     # running a provider as a plugin
     "provider_main",
     "run_provider",
