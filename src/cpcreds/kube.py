@@ -17,7 +17,7 @@ Each adapter ties one ClusterProfile's plan to client ``Configuration`` objects:
 - ``api_client()`` retries a request once after a 401, with a credential fetched after
   :meth:`Binding.invalidate <cpcreds.binding.Binding.invalidate>` — never with no credential: a failing provider raises a
   :class:`~cpcreds.CredentialError` and no request is sent. The sync and the aio client follow one
-  request policy (:func:`_request_flow`); each only drives it with its own I/O.
+  request policy (:func:`request_flow`); each only drives it with its own I/O.
 - with failover (``failover: true``), the credential comes from whichever provider answers
   (:meth:`Binding.answer <cpcreds.binding.Binding.answer>`); a 401 invalidates exactly the credential that was sent,
   in the plan that answered it. Providers of one profile may name different endpoints (a gateway
@@ -230,7 +230,9 @@ class CredentialBinding:
             self._finalizer()
 
 
-def _configure(conf: Any, binding: CredentialBinding) -> None:
+def configure_credentials(conf: Any, binding: CredentialBinding) -> None:
+    """Point ``conf`` (a ``Configuration`` of the official client or of ``kubernetes_asyncio``)
+    at ``binding``'s cluster and make it carry the binding's credential (every adapter's set-up)."""
     _point(conf, binding, binding.plan.cluster)
     conf.cpcreds_binding = binding
 
@@ -272,7 +274,8 @@ def _sync_hook(binding: CredentialBinding) -> Any:
     return refresh_api_key_hook
 
 
-def _async_hook(binding: CredentialBinding) -> Any:
+def async_refresh_hook(binding: CredentialBinding) -> Any:
+    """A ``refresh_api_key_hook`` for asyncio clients: a fresh credential before each request."""
     async def refresh_api_key_hook(conf: Any) -> None:
         await binding.aensure(conf)
 
@@ -286,7 +289,7 @@ def build_config(engine: Binder, profile: ClusterProfileLike) -> Any:
 
     conf = client.Configuration()
     binding = CredentialBinding(engine.bind(profile))
-    _configure(conf, binding)
+    configure_credentials(conf, binding)
     binding.ensure(conf)  # fail now, and seed api_key so the client calls the hook on every request
     conf.refresh_api_key_hook = _sync_hook(binding)
     return conf
@@ -298,9 +301,9 @@ async def abuild_config(engine: Binder, profile: ClusterProfileLike) -> Any:
 
     conf = client.Configuration()
     binding = CredentialBinding(engine.bind(profile))
-    _configure(conf, binding)
+    configure_credentials(conf, binding)
     await binding.aensure(conf)
-    conf.refresh_api_key_hook = _async_hook(binding)
+    conf.refresh_api_key_hook = async_refresh_hook(binding)
     return conf
 
 
@@ -313,7 +316,7 @@ DRAIN = "drain"  # (response) -> None: read the body so the connection goes back
 REFRESH = "refresh"  # (rejected Answer) -> the Answer fetched after invalidating its credential
 
 
-def _request_flow(header_params: Mapping[str, Any] | None) -> Generator[tuple[str, Any], Any, Any]:
+def request_flow(header_params: Mapping[str, Any] | None) -> Generator[tuple[str, Any], Any, Any]:
     """The request policy of both clients: send with the current credential; after a 401, refresh
     once and resend, unless the refresh gave back the very credential that was rejected."""
     answer = yield ENSURE, None
@@ -360,7 +363,7 @@ def api_client(engine: Binder, profile: ClusterProfileLike) -> Any:
             return answer
 
         def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-            flow = _request_flow(header_params)
+            flow = request_flow(header_params)
             step, value = next(flow)
             while True:
                 if step == SEND:
@@ -411,7 +414,7 @@ async def aapi_client(engine: Binder, profile: ClusterProfileLike) -> Any:
             return answer
 
         async def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-            flow = _request_flow(header_params)
+            flow = request_flow(header_params)
             step, value = next(flow)
             while True:
                 if step == SEND:

@@ -2,7 +2,7 @@
 rules as :mod:`cpcreds.kube`'s adapters: endpoint and TLS from the profile's plan, the bearer
 token refreshed through ``refresh_api_key_hook``, a client certificate through a private file,
 the REST client rebuilt when the certificate or the endpoint changes, and 401 -> invalidate ->
-refresh -> retry once (:func:`cpcreds.kube._request_flow`, the policy every adapter follows).
+refresh -> retry once (:func:`cpcreds.kube.request_flow`, the policy every adapter follows).
 
 ``kubernetes_asyncio`` raises :class:`~kubernetes_asyncio.client.exceptions.ApiException` for a
 401 where ``kubernetes.aio`` returns the response: the flow here turns the exception into the
@@ -16,7 +16,7 @@ from typing import Any
 
 from ..binding import Binder
 from ..failover import Answer
-from ..kube import DRAIN, SEND, CredentialBinding, _async_hook, _configure, _request_flow
+from ..kube import DRAIN, SEND, CredentialBinding, async_refresh_hook, configure_credentials, request_flow
 
 __all__ = ["aapi_client", "abuild_config"]
 
@@ -27,9 +27,9 @@ async def abuild_config(engine: Binder, profile: Mapping[str, Any] | Any) -> Any
 
     conf = client.Configuration()
     binding = CredentialBinding(engine.bind(profile))
-    _configure(conf, binding)
+    configure_credentials(conf, binding)
     await binding.aensure(conf)  # fail now, and seed api_key so the hook runs on every request
-    conf.refresh_api_key_hook = _async_hook(binding)
+    conf.refresh_api_key_hook = async_refresh_hook(binding)
     return conf
 
 
@@ -70,7 +70,7 @@ async def aapi_client(engine: Binder, profile: Mapping[str, Any] | Any) -> Any:
             return answer
 
         async def request(self, method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
-            flow = _request_flow(headers)
+            flow = request_flow(headers)
             step, value = next(flow)
             while True:
                 if step == SEND:
