@@ -255,7 +255,7 @@ def run_image_provider(
     line on stderr (prefixed by the program's name) and exit 1. ``-h``/``--help`` describes the
     provider and exits 0.
     """
-    from .plugin import _build_provider, _close, option_flags, print_help
+    from .plugin import build_provider, close_provider, option_flags, print_help
 
     label = os.path.basename(sys.argv[0] or "") or name
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -271,14 +271,14 @@ def run_image_provider(
     def work(deadline: float) -> tuple[CredentialProviderResponse, str]:
         given = {**dict(options or {}), **option_flags(arguments, factory)}
         request = read_request()
-        provider = _build_provider(factory, given)
+        provider = build_provider(factory, given)
         answer = getattr(provider, "get_image_credential", None)
         if not callable(answer):
             raise ProviderError("does not answer for images (it has no get_image_credential method)", provider=name)
         try:
             response = answer(request, timeout=max(0.0, deadline - time.monotonic()))
         finally:
-            _close(provider)
+            close_provider(provider)
         return _checked(response, name), request.api_version
 
     _run(label, timeout, work)

@@ -285,7 +285,9 @@ def plan_for_request(
     )
 
 
-def _build_provider(factory: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> Any:
+def build_provider(factory: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> Any:
+    """The provider ``factory`` makes of ``options``, for a plugin run (exec or kubelet mode);
+    a factory's failure is a worded error without the options (they may hold secrets)."""
     # Raised after the except blocks: a pydantic error holds the options given, secrets included.
     problem = None
     try:
@@ -345,7 +347,7 @@ def run_provider(
     try:
         given = {**dict(options or {}), **option_flags(arguments, factory)}
         request = read_request()
-        provider = _build_provider(factory, given)
+        provider = build_provider(factory, given)
         plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
         credential = provider.get_credential(plan)
         if not isinstance(credential, Credential):
@@ -354,9 +356,9 @@ def run_provider(
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # the plugin boundary: the client wants one line and an exit code
-        _close(provider)
+        close_provider(provider)
         _fail(label, exc)
-    _close(provider)
+    close_provider(provider)
     sys.exit(0)
 
 
@@ -377,7 +379,8 @@ def provider_main(
     return main
 
 
-def _close(provider: Any) -> None:
+def close_provider(provider: Any) -> None:
+    """Close ``provider`` if it has ``close()``; a failure to close does not change the answer."""
     close = getattr(provider, "close", None)
     if callable(close):
         try:

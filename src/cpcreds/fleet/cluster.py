@@ -92,7 +92,7 @@ class FleetCluster:
         with self._lock:
             extra, client = self._keep_client(kind, binding, client)
         if extra is not None:
-            _close_now(extra)
+            close_now(extra)
         return client
 
     async def _ashared(self, kind: Any, build: Any) -> Any:
@@ -170,7 +170,8 @@ class FleetCluster:
         return f"FleetCluster({self.key!r}, state={self.state!r}, engaged={self.engaged}, provider={self.provider!r})"
 
 
-def _close_now(client: Any) -> None:
+def close_now(client: Any) -> None:
+    """Close a cluster's client now; one that fails to close is left to the collector."""
     try:
         client.close()
     except Exception:  # noqa: BLE001 - a client that fails to close is closed enough

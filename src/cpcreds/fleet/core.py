@@ -31,7 +31,7 @@ from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError, NoMatchingProvider
 from ..logs import get_logger, redact_text
 from ..policies import BackoffPolicy
-from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated, _close_now
+from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated, close_now
 from .health import is_healthy
 from .hub import HubOptions, HubSource
 from .inventory import Change, DirectorySource, ProfileFeed
@@ -603,7 +603,7 @@ async def _close_all(clients: list[tuple[Any, Any]]) -> None:
     waits: list[asyncio.Future[Any]] = []
     plain = [client for kind, client in clients if not isinstance(kind, tuple)]
     if plain:
-        waits.append(asyncio.ensure_future(asyncio.to_thread(lambda: [_close_now(client) for client in plain])))
+        waits.append(asyncio.ensure_future(asyncio.to_thread(lambda: [close_now(client) for client in plain])))
     for kind, client in clients:
         loop = kind[1] if isinstance(kind, tuple) else None
         if loop is None or loop.is_closed():
