@@ -346,6 +346,28 @@ def test_provider_is_never_called_twice_at_once_for_one_plan(make_engine) -> Non
     assert gate.calls == 2
 
 
+def test_asyncio_callers_abandon_a_hung_call_at_its_deadline_and_never_call_twice(make_engine) -> None:
+    """An asyncio caller's in-process call starts with no thread leading it; it is still
+    abandoned at its deadline, and the next fetch of its plan waits for it instead of calling."""
+    gate = Gate()
+    engine = make_engine(gate_entry(timeout="100ms"), plugins=(GatePlugin(gate),), backoff=NO_BACKOFF)
+    p = profile()
+
+    async def main() -> None:
+        started = time.monotonic()
+        with pytest.raises(ProviderTimeout, match="did not answer within 0.1s"):
+            await engine.aget_credential(p)
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(ProviderTimeout, match="an earlier call, abandoned after its timeout, is still running"):
+            await engine.aget_credential(p)
+
+    asyncio.run(main())
+    assert gate.calls == 1
+    gate.opened.set()
+    wait_for(lambda: engine._workers.abandoned_calls() == 0, "the abandoned call to finish")
+    assert asyncio.run(engine.aget_credential(p)).token == "gate-2"
+
+
 def test_abandoned_call_answering_in_time_serves_the_next_fetch(make_engine) -> None:
     gate = Gate()
     engine = make_engine(gate_entry(timeout="200ms"), plugins=(GatePlugin(gate),), backoff=NO_BACKOFF)

@@ -98,16 +98,36 @@ class FetchRunner:
                     self.tasks.add(task)
                 task.add_done_callback(self._forget_task)
             else:
-                self.workers.spawn(self._fetch_in_thread, plan, flight, deadline, False)
+                self._run_off_thread(provider, plan, flight, deadline, False)
         except Exception as exc:  # no thread to be had: the flight must not stay open forever
             self._publish(plan, flight, None, _cannot_start(exc, plan.provider), 0.0, False)
 
     def refresh(self, plan: AccessPlan, flight: Flight) -> None:
         """Run a fetch nobody waits for (refresh ahead of expiry) in a pool thread."""
         try:
-            self.workers.spawn(self._fetch_in_thread, plan, flight, time.monotonic() + plan.timeout, True)
+            self._run_off_thread(self.providers.get(plan.provider), plan, flight, time.monotonic() + plan.timeout, True)
         except Exception as exc:  # no thread to be had: the flight must not stay open forever
             self._publish(plan, flight, None, _cannot_start(exc, plan.provider), 0.0, True)
+
+    def _run_off_thread(self, provider: Any, plan: AccessPlan, flight: Flight, deadline: float, background: bool) -> None:
+        """A fetch off the caller's thread: an in-process call started at once where a slot is
+        free (no thread leads it: Workers.start), else led by a pool thread (:meth:`fetch`)."""
+        if provider is not None and not getattr(provider, "accepts_deadline", False):
+            started = time.perf_counter()
+
+            def done(credential: Credential | None, error: CredentialError | None) -> None:
+                try:
+                    if credential is not None:
+                        self._check_fresh(plan, credential)
+                except CredentialError as exc:
+                    credential, error = None, exc
+                except Exception as exc:  # our own bug: waiters must never hang on a lost flight
+                    credential, error = None, _provider_bug(exc, plan.provider)
+                self._publish(plan, flight, credential, error, time.perf_counter() - started, background)
+
+            if self.workers.start(plan.key, plan.provider, lambda: call_provider(provider, plan), deadline, plan.timeout, done):
+                return
+        self.workers.spawn(self._fetch_in_thread, plan, flight, deadline, background)
 
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         with self._lock:

@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -107,16 +109,22 @@ class ThreadPool:
             worker.wake.release()
 
 
+Settle = Callable[["_Call", bool], None]
+
+
 class _Call:
-    """One call of a synchronous in-process provider, in a pool thread."""
+    """One call of a synchronous in-process provider, in a pool thread. ``settle(call, False)``,
+    if given, is called in that thread once the call returns (see :meth:`Workers.start`)."""
 
-    __slots__ = ("started", "credential", "error", "_done")
+    __slots__ = ("started", "credential", "error", "_done", "settle", "settled")
 
-    def __init__(self, function: Callable[[], Credential], provider: str, pool: ThreadPool) -> None:
+    def __init__(self, function: Callable[[], Credential], provider: str, pool: ThreadPool, settle: Settle | None = None) -> None:
         self.started = time.monotonic()
         self.credential: Credential | None = None
         self.error: CredentialError | None = None
         self._done = threading.Event()
+        self.settle = settle
+        self.settled = False  # Workers.start's calls: their outcome was handed on (under its lock)
         pool.submit(self._run, function, provider)
 
     def _run(self, function: Callable[[], Credential], provider: str) -> None:
@@ -129,6 +137,8 @@ class _Call:
             self.error = ProviderError("the provider call ended without an answer", provider=provider)
         finally:
             self._done.set()
+            if self.settle is not None:
+                self.settle(self, False)
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -141,6 +151,10 @@ class _Call:
             raise self.error
         assert self.credential is not None
         return self.credential
+
+
+def _timed_out(timeout: float, provider: str) -> ProviderTimeout:
+    return ProviderTimeout(f"did not answer within {timeout:g}s; the call was abandoned", provider=provider)
 
 
 class Workers:
@@ -165,6 +179,11 @@ class Workers:
         # Leaders and in-process calls share the pool: a leader waits on its call, so the pool
         # keeps up to two threads per concurrent fetch idle.
         self._pool = ThreadPool(2 * max_concurrent)
+        # Workers.start's calls by deadline: (deadline, order, call); the watcher thread, if any.
+        self._deadlines: list[tuple[float, int, _Call]] = []
+        self._order = itertools.count()
+        self._watching = threading.Condition(self._lock)
+        self._watcher = False
 
     # -- slots -------------------------------------------------------------------------------
 
@@ -239,7 +258,87 @@ class Workers:
                 f"({time.monotonic() - call.started:.1f}s); the provider is not called again until it returns",
                 provider=provider,
             )
-        raise ProviderTimeout(f"did not answer within {timeout:g}s; the call was abandoned", provider=provider)
+        raise _timed_out(timeout, provider)
+
+    def start(
+        self,
+        key: Hashable,
+        provider: str,
+        function: Callable[[], Credential],
+        deadline: float,
+        timeout: float,
+        done: Callable[[Credential | None, CredentialError | None], None],
+    ) -> bool:
+        """Start ``function()`` (one provider call for the plan ``key``) in a pool thread now, in
+        a slot taken without waiting, and return True; ``done(credential, error)`` is called once:
+        in that thread when the call returns, or at ``deadline`` with a ProviderTimeout (the call is
+        then abandoned, as in :meth:`call`). False, having started nothing, when no slot is free
+        or an abandoned call of ``key`` still runs: the caller then leads the fetch itself
+        (:meth:`acquire`, :meth:`call`), which waits for either."""
+        with self._lock:
+            if self._closed or self._running >= self.max_concurrent or self._per_provider.get(provider, 0) >= self.max_per_provider:
+                return False
+            earlier = self._abandoned.get(key)
+            if earlier is not None:
+                if not earlier.done():
+                    return False
+                del self._abandoned[key]
+            self._running += 1
+            self._per_provider[provider] = self._per_provider.get(provider, 0) + 1
+
+        def settle(call: _Call, timed_out: bool) -> None:
+            with self._lock:
+                if call.settled:
+                    return
+                call.settled = True
+                if timed_out:
+                    self._abandoned[key] = call
+            self.release(provider)
+            if timed_out:
+                done(None, _timed_out(timeout, provider))
+            else:
+                credential, error, call.credential, call.error = call.credential, call.error, None, None
+                done(credential, error)  # nothing joins a call settled in time: it keeps nothing
+
+        try:
+            call = _Call(function, provider, self._pool, settle)
+        except BaseException:
+            self.release(provider)
+            raise
+        with self._lock:
+            heapq.heappush(self._deadlines, (deadline, next(self._order), call))
+            if len(self._deadlines) > 4 * self.max_concurrent:
+                # Settled calls wait here for the watcher's next wake-up (a deadline away): drop
+                # them now and then. Unsettled ones hold a slot each, so at most max_concurrent stay.
+                self._deadlines = [entry for entry in self._deadlines if not entry[2].settled]
+                heapq.heapify(self._deadlines)
+            if not self._watcher:
+                threading.Thread(target=self._watch, name="cpcreds-deadlines", daemon=True).start()
+                self._watcher = True
+            elif self._deadlines[0][2] is call:  # earlier than what the watcher sleeps for
+                self._watching.notify()
+        return True
+
+    def _watch(self) -> None:
+        """Abandon Workers.start's calls that pass their deadline (see the module docstring)."""
+        with self._lock:
+            while not self._closed:
+                now, expired = time.monotonic(), []
+                while self._deadlines and (self._deadlines[0][2].settled or self._deadlines[0][0] <= now):
+                    call = heapq.heappop(self._deadlines)[2]
+                    if not call.settled:
+                        expired.append(call)
+                if expired:
+                    self._lock.release()
+                    try:
+                        for call in expired:
+                            assert call.settle is not None
+                            call.settle(call, not call.done())
+                    finally:
+                        self._lock.acquire()
+                    continue
+                self._watching.wait(self._deadlines[0][0] - now if self._deadlines else None)
+            self._watcher = False
 
     def abandoned_calls(self) -> int:
         """In-process calls still running after their caller gave up on them."""
@@ -255,4 +354,5 @@ class Workers:
         with self._freed:
             self._closed = True
             self._freed.notify_all()
+            self._watching.notify()
         self._pool.close()
