@@ -506,7 +506,9 @@ class Shard:
         spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
         holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else ""
         duration = spec.get("leaseDurationSeconds")
-        duration = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and duration > 0 else self.lease_duration
+        # An int32, as the API server validates it: a larger one (10**400 overflows float()) is
+        # no Lease kube-apiserver stores, and is judged as one of our own duration.
+        duration = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and 0 < duration < 2**31 else self.lease_duration
         annotations = (item.get("metadata") or {}).get("annotations") or {}
         url = annotations.get(STATUS_ANNOTATION, "") if isinstance(annotations, dict) else ""
         # A malformed URL is not announced: it would be sent to clients in a Location header.
