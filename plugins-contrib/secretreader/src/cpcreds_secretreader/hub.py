@@ -142,7 +142,7 @@ class HubClient:
         self.api = api
         self.source = source
         self.context_namespace = context_namespace
-        self.url = str(api.url) if isinstance(api, _PlainHub) else str(api.configuration.host)
+        self.url = _without_userinfo(str(api.url) if isinstance(api, _PlainHub) else str(api.configuration.host))
 
     def _get(self, namespace: str, name: str, timeout: float) -> Any:
         """The urllib3 response to GET the Secret, its body not read yet."""
@@ -193,6 +193,17 @@ class HubClient:
 
     def close(self) -> None:
         self.api.close()
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` as messages show it: without a ``user:password@`` before the host (a kubeconfig's
+    server may carry one; parsed by hand, as a malformed URL must be shown too)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority = rest[:end]
+    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}" if "@" in authority else url
 
 
 def _failure(exc: BaseException) -> str:
