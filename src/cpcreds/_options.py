@@ -340,8 +340,9 @@ def _number(kind: type, value: Any) -> int | float:
 def _bounds(spec: OptionSpec, amount: float, unit: str) -> None:
     if spec.min is None and spec.max is None:
         return
-    low = spec.min is not None and amount < spec.min
-    high = spec.max is not None and amount > spec.max
+    # Written as 'not within' so that NaN (which compares false to everything) is out of bounds.
+    low = spec.min is not None and not amount >= spec.min
+    high = spec.max is not None and not amount <= spec.max
     if not (low or high):
         return
     shown = _duration_text if _plain(spec.annotation) is Duration else (lambda n: f"{n:g}")
