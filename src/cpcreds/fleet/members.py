@@ -50,6 +50,9 @@ class MemberIndex:
         self._member: dict[str, Member] = {}  # key -> its member
         self._keys: dict[Member, dict[str, str | None]] = {}  # member -> {key: creationTimestamp}
         self._winner: dict[Member, str | None] = {}
+        # Members with more than one profile, kept as keys come and go, so that reading the
+        # duplicates after each change costs what there is to report, never a scan of the fleet.
+        self._crowded: set[Member] = set()
 
     def update(self, key: str, profile: Mapping[str, Any]) -> set[str]:
         touched = self.remove(key)
@@ -57,7 +60,10 @@ class MemberIndex:
         if member is None:
             return touched | {key}
         self._member[key] = member
-        self._keys.setdefault(member, {})[key] = _created(profile)
+        keys = self._keys.setdefault(member, {})
+        keys[key] = _created(profile)
+        if len(keys) > 1:
+            self._crowded.add(member)
         self._settle(member)
         return touched | set(self._keys[member])
 
@@ -67,6 +73,8 @@ class MemberIndex:
             return {key}
         keys = self._keys[member]
         del keys[key]
+        if len(keys) <= 1:
+            self._crowded.discard(member)
         if not keys:
             del self._keys[member], self._winner[member]
             return {key}
@@ -92,11 +100,11 @@ class MemberIndex:
 
     def duplicates(self) -> dict[Member, list[str]]:
         """Every member with more than one profile: (namespace, member id) -> keys, sorted."""
-        return {member: sorted(keys) for member, keys in self._keys.items() if len(keys) > 1}
+        return {member: sorted(self._keys[member]) for member in self._crowded}
 
     def count(self) -> int:
         """Profiles that do not stand because another profile describes their cluster."""
-        return sum(len(keys) - (self._winner.get(member) is not None) for member, keys in self._keys.items() if len(keys) > 1)
+        return sum(len(self._keys[member]) - (self._winner.get(member) is not None) for member in self._crowded)
 
 
 class Deduplicator:
