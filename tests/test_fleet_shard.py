@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpcreds import Fleet, HubOptions, ProfileFeed, Shard
+from cpcreds.shard import assign
 from tests.fakes.fixtures import HUB_TOKEN
 from tests.fakes.hub import HubServer
 from tests.fleet_harness import Recorder, make_engine, make_fleet, profile, until
@@ -93,3 +94,38 @@ def test_a_fleet_whose_lease_is_stale_disengages_its_clusters_and_engages_them_a
     assert not shard.fresh() and not shard.owns("fleet/only") and "fleet/only" not in fleet.clusters
     release.set()
     until(lambda: "fleet/only" in fleet.engaged, timeout=5, what="back")
+
+
+def test_a_graceful_handover_counts_no_overlap_fetch(make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    staying_shard = new_shard("alpha")
+    staying = make_fleet(feed=feed(), shard=staying_shard)
+    leaving = make_fleet(feed=feed(), shard=new_shard("bravo"))
+    until(engaged_split([staying, leaving]), timeout=10, what="the split")
+    counted = sum(staying_shard.overlap.fetches.values())
+    leaving.close()  # cancels its work, then releases its Lease
+    until(lambda: len(staying.engaged) == len(NAMES), timeout=5, what="the takeover")
+    overlap = staying_shard.overlap
+    assert sum(overlap.fetches.values()) == counted and overlap.bound == 0.0
+
+
+def test_a_member_back_from_a_stall_counts_its_overlap_fetches_each_within_the_bound(hub: HubServer, make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    stalled_shard, other_shard = new_shard("alpha"), new_shard("bravo")
+    stalled = make_fleet(feed=feed(), shard=stalled_shard)
+    other = make_fleet(feed=feed(), shard=other_shard)
+    until(engaged_split([stalled, other]), timeout=10, what="the split")
+    counted = sum(other_shard.overlap.fetches.values())  # bravo joined after alpha: it counted some
+    release = hub.stall_lease_writes(NAMESPACE, stalled_shard.lease_name)
+    until(lambda: len(other.engaged) == len(NAMES), timeout=5, what="bravo taking alpha's clusters on expiry")
+    # Taken on expiry: alpha fenced itself a renew deadline after its last renewal, before that.
+    assert sum(other_shard.overlap.fetches.values()) == counted and other_shard.overlap.bound == 0.0
+    before = stalled_shard.overlap.fetches["joined"]
+    release.set()
+    # Back, alpha wins its clusters from bravo while bravo's Lease is live: bravo may still be
+    # fetching them until it sees alpha's Lease (at the latest, until its own goes stale).
+    won = assign([f"fleet/{name}" for name in NAMES], ("alpha", "bravo")).owned_by("alpha")
+    until(lambda: set(stalled.engaged) == won, timeout=5, what="alpha taking its clusters back")
+    overlap = stalled_shard.overlap
+    assert 0 < overlap.fetches["joined"] - before <= len(won)
+    assert overlap.fetches["expired"] == overlap.fetches["released"] == 0
+    assert 0 < overlap.bound <= stalled_shard.renew_deadline
+    assert overlap.latest < overlap.bound  # every counted fetch happened within the window

@@ -479,7 +479,7 @@ class Fleet:
         assert self._slots is not None
         shard = self.shard
         while True:
-            if shard is not None and not shard.owns(cluster.key):
+            if shard is not None and not shard.may_fetch(cluster.key):
                 # Self-fencing: this replica's Lease is stale or the key moved; the rebalance
                 # under way stops this task, or gives the key back, within a renew interval.
                 await asyncio.sleep(shard.retry_interval)

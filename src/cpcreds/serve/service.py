@@ -116,7 +116,7 @@ class Service:
             on_plan=self._kubeconfig_plan if self.writer is not None else None,
             # Self-fencing: no fetch for a profile this replica no longer owns, or while its
             # Lease is stale (the rebalance under way then stops the profile's task).
-            may_fetch=self.shard.owns if self.shard is not None else None,
+            may_fetch=self.shard.may_fetch if self.shard is not None else None,
         )
         self.engine, self.keeper, self.config = engine, keeper, config
         if self._profiles:
@@ -272,6 +272,7 @@ class Service:
 
     def _join_shard(self, loop: asyncio.AbstractEventLoop) -> None:
         from ..shard import Shard
+        from ..shard.metrics import OverlapCollector
 
         settings = self.settings
         shard = Shard(
@@ -286,9 +287,10 @@ class Service:
         )
         self.shard, self._ownership = shard, Ownership(shard.owns)
         assert self.keeper is not None
-        self.keeper.may_fetch = shard.owns
+        self.keeper.may_fetch = shard.may_fetch  # owns, and counts the overlap a handover allows
         self.board.shard = ShardStatus(shard, self._ownership)
         self.metrics.register(ShardCollector(self.board.shard, lambda: len(self.keeper.keys) if self.keeper is not None else 0))
+        self.metrics.register(OverlapCollector(shard))
 
         def changed(_view: Any) -> None:  # on the shard's judge thread
             try:

@@ -46,6 +46,7 @@ from ..fleet.hubclient import HubConnector
 from ..logs import get_logger
 from . import STATUS_URL
 from .leases import COORDINATION, LeaseAPI, events, message, micro_time
+from .overlap import Overlap
 from .rendezvous import Assignment, assign, owner
 
 __all__ = ["Shard", "Membership", "GROUP_LABEL", "STATUS_ANNOTATION"]
@@ -161,6 +162,9 @@ class Shard:
         self.handovers: Counter[str] = Counter()
         #: Departed peers' Leases deleted by this replica.
         self.cleaned = 0
+        #: Fetches of keys that moved here while their previous owner might still mint them, and
+        #: the bound on that window (:class:`~cpcreds.shard.overlap.Overlap`).
+        self.overlap = Overlap(self.identity, renew_deadline)
         #: The last hub failure, in one line without secrets; ``""`` when the last request worked.
         self.problem = ""
         self._lock = threading.Condition()
@@ -254,6 +258,15 @@ class Shard:
         """Whether this replica owns ``key`` (``namespace/name``) now: claiming, and the key's
         rendezvous winner among the live members. Call it before every fetch (self-fencing)."""
         return self.claiming() and self._membership.owner(key) == self.identity
+
+    def may_fetch(self, key: str) -> bool:
+        """:meth:`owns`, asked right before fetching ``key``'s credential: a fetch it allows of a
+        key that moved here while its previous owner might still mint it is counted in
+        :attr:`overlap` (the overlap a handover allows: bounded, and counted here)."""
+        if not self.owns(key):
+            return False
+        self.overlap.fetched(key, time.monotonic())
+        return True
 
     @property
     def membership(self) -> Membership:
@@ -532,6 +545,7 @@ class Shard:
                 changed = (view.members, view.claiming, view.fresh) != (before.members, before.claiming, before.fresh)
                 if changed:
                     self._membership = view
+                    self._note_handover(now, before, view)
                     self._lock.notify_all()
                 wake = self._next_wake(now)
                 # Every replica's renewals, this one's included, come through the watch: silent
@@ -568,6 +582,16 @@ class Shard:
         else:
             reason = before.reason
         return Membership(self.identity, tuple(sorted(live)), claiming=claiming, fresh=fresh, reason=reason, status_urls=live)
+
+    def _note_handover(self, now: float, before: Membership, view: Membership) -> None:
+        """Tell :attr:`overlap` who may still mint the keys this change moves here (lock held)."""
+        held = {p.holder for p in self._peers.values()}
+        gone = {m: ("expired" if m in held else "released") for m in set(before.members) - set(view.members) - {self.identity}}
+        remaining: dict[str, float] = {}
+        for peer in self._peers.values():
+            if peer.alive(now):
+                remaining[peer.holder] = max(remaining.get(peer.holder, 0.0), peer.dies_at() - now)
+        self.overlap.handover(now, before.members, view.members, gone=gone, remaining=remaining)
 
     def _next_wake(self, now: float) -> float:
         moments = [now + self.retry_interval, self._renewed_at + self.renew_deadline, self._heard_at + self.renew_deadline, self._settled_at]
