@@ -75,6 +75,20 @@ class Replica:
     def readyz(self) -> int:
         return self.get("/readyz")[0]
 
+    def overlap(self) -> tuple[dict[str, float], float]:
+        """From ``/metrics``: overlap fetches by reason, and the overlap bound (seconds)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        fetches: dict[str, float] = {}
+        bound = -1.0
+        for family in text_string_to_metric_families(self.get("/metrics")[2]):
+            for sample in family.samples:
+                if sample.name == "cpcreds_shard_overlap_fetches_total":
+                    fetches[sample.labels["reason"]] = sample.value
+                elif sample.name == "cpcreds_shard_overlap_bound_seconds":
+                    bound = sample.value
+        return fetches, bound
+
 
 @pytest.fixture
 def fleet_on_hub(hub: HubServer, tmp_path: Path) -> Iterator[Callable[..., Any]]:
@@ -189,6 +203,10 @@ def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take
     assert took < 3.0  # released: no lease duration to wait
     assert after["r0"] >= shares["r0"] and after["r1"] >= shares["r1"]  # nobody else moved
     assert after == expected(keys, ["r0", "r1"])
+    # r2 stopped its work before releasing: what moved to r0 and r1 overlaps nothing.
+    for replica in (r0, r1):
+        fetches, bound = replica.overlap()
+        assert fetches["released"] == 0 and fetches["expired"] == 0 and bound == 0.0
 
 
 def test_a_killed_replica_is_taken_over_after_its_lease_and_a_new_one_takes_only_what_it_wins(fleet_on_hub: Any) -> None:
@@ -215,6 +233,7 @@ def test_a_replica_paused_past_two_leases_is_taken_over_then_not_ready_until_it_
     replicas = [fleet_on_hub(f"r{i}", seed=i + 21) for i in range(3)]
     shares = steady(replicas, keys)
     r0, r1, r2 = replicas
+    joined_before = r2.overlap()[0]["joined"]
     stopped_at = time.monotonic()
     r2.process.process.send_signal(signal.SIGSTOP)
     taken = split([r0, r1], keys)
@@ -227,6 +246,10 @@ def test_a_replica_paused_past_two_leases_is_taken_over_then_not_ready_until_it_
     assert r2.readyz() == 503
     back = steady(replicas, keys)
     assert back == shares
+    # Back, r2 took its keys from live owners (r0, r1 may fetch them until they see its Lease):
+    # those fetches are counted, and the window is at most the renew deadline.
+    fetches, bound = r2.overlap()
+    assert 0 < fetches["joined"] - joined_before <= len(shares["r2"]) and 0 < bound <= 1.2
     until(lambda: r2.readyz() == 200, timeout=5, what="r2 ready again")
 
 
