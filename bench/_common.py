@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import stat
 import tempfile
@@ -58,28 +59,56 @@ def summary(samples: list[float]) -> str:
     return f"median {statistics.median(samples) * 1e3:.3f} ms, p90 {p90 * 1e3:.3f} ms (n={len(samples)})"
 
 
+def timed(call: Callable[[], object]) -> float:
+    """Seconds ``call()`` took."""
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def pair(number: int, ours: Callable[[], object], theirs: Callable[[], object]) -> tuple[float, float]:
+    """Time ``ours()`` and ``theirs()`` once each, the odd rounds ``theirs`` first (this host's
+    timing drifts; whichever call follows the other must not always pay for it).
+    Returns (ours, theirs) in seconds."""
+    if number % 2:
+        took_theirs = timed(theirs)
+        return timed(ours), took_theirs
+    took_ours = timed(ours)
+    return took_ours, timed(theirs)
+
+
 def alternate(rounds: int, ours: Callable[[int], object], bare: Callable[[], object]) -> tuple[list[float], list[float], list[float]]:
-    """Time ``ours(round)`` against ``bare()`` for ``rounds`` rounds, alternating which goes first
-    (this host's timing drifts; whichever call follows the other must not always pay for it).
+    """Time ``ours(round)`` against ``bare()`` for ``rounds`` rounds with :func:`pair`.
     Returns (ours, bare, per-round ratios) in seconds."""
     mine, theirs, ratios = [], [], []
     for number in range(rounds):
-        sides = [("ours", lambda: ours(number)), ("bare", bare)]
-        if number % 2:
-            sides.reverse()
-        took = {}
-        for name, call in sides:
-            started = time.perf_counter()
-            call()
-            took[name] = time.perf_counter() - started
-        mine.append(took["ours"])
-        theirs.append(took["bare"])
-        ratios.append(took["ours"] / took["bare"])
+        took_ours, took_bare = pair(number, lambda: ours(number), bare)
+        mine.append(took_ours)
+        theirs.append(took_bare)
+        ratios.append(took_ours / took_bare)
     return mine, theirs, ratios
+
+
+def imports_line(trace: Callable[[], str], rounds: int, *, depth: int = 3, min_ms: int = 5, top: int | None = None) -> str:
+    """The line a bench prints for what a run imports: ``trace()`` runs it once under ``-X importtime``
+    and returns its stderr; over ``min(rounds, 5)`` runs, the median total of the modules' own time
+    and the median cumulative time (with all it pulls in) of each module imported at most ``depth``
+    columns deep (1: the run's own imports) that took ``min_ms`` or more, the ``top`` slowest."""
+    imported: dict[str, list[float]] = {}
+    for _ in range(min(rounds, 5)):
+        rows = re.findall(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", trace())
+        imported.setdefault("all", []).append(sum(int(own) for own, _, _, _ in rows) / 1e3)
+        for _, cumulative, indent, module in rows:
+            if len(indent) <= depth and int(cumulative) >= min_ms * 1000:
+                imported.setdefault(module, []).append(int(cumulative) / 1e3)
+    median = {module: statistics.median(values) for module, values in imported.items()}
+    slowest = sorted((item for item in median.items() if item[0] != "all"), key=lambda item: -item[1])[:top]
+    parts = ", ".join(f"{module} {took:.0f}" for module, took in slowest)
+    return f"    its imports (-X importtime, medians): {median['all']:.0f} ms in all; {parts} (ms, with what each pulls in)"
 
 
 def count_runs(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-__all__ = ["PROFILE", "write_plugin", "config_for", "plan_for", "tmpdir", "summary", "count_runs", "alternate", "os"]
+__all__ = ["PROFILE", "write_plugin", "config_for", "plan_for", "tmpdir", "summary", "count_runs", "timed", "pair", "alternate", "imports_line", "os"]

@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from _common import alternate, summary, tmpdir
+from _common import alternate, imports_line, pair, summary, timed, tmpdir
 from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
@@ -86,12 +84,6 @@ def run_script(name: str, env: dict[str, str], *python_flags: str) -> tuple[str,
     return json.loads(result.stdout)["status"]["token"], result.stderr
 
 
-def timed(call) -> float:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
-
-
 def cold(aws: FakeAWS, metadata: FakeAWSMetadata, env: dict[str, str], rounds: int) -> None:
     pod_env = {
         **env,
@@ -115,13 +107,10 @@ def cold(aws: FakeAWS, metadata: FakeAWSMetadata, env: dict[str, str], rounds: i
             def console() -> None:
                 tokens[theirs] = run_script(theirs, pod_env)[0]
 
-            sides = [("ours", in_process), ("script", console)]
-            if number % 2:
-                sides.reverse()
-            took = {side: timed(call) for side, call in sides}
-            ours.append(took["ours"])
-            script.append(took["script"])
-            ratios.append(took["script"] / took["ours"])
+            took_ours, took_script = pair(number, in_process, console)
+            ours.append(took_ours)
+            script.append(took_script)
+            ratios.append(took_script / took_ours)
         hits = [timed(lambda: engine.get_credential(profile("eks-0"))) for _ in range(1000)]
         engine.close()
     finally:
@@ -144,22 +133,10 @@ def startup(aws: FakeAWS, env: dict[str, str], rounds: int) -> None:
     full, bare, ratios = alternate(
         rounds, lambda number: run_script(f"eks-{number}", keys_env), lambda: subprocess.run([str(python), "-c", "pass"], check=True)
     )
-    # What the run imports (-X importtime, microseconds): the modules it imports itself, each
-    # with all it pulls in (cumulative), and the total.
-    imported: dict[str, list[float]] = {}
-    for _ in range(min(rounds, 5)):
-        trace = run_script("eks-import", keys_env, "-X", "importtime")[1]
-        rows = re.findall(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", trace)
-        imported.setdefault("all", []).append(sum(int(own) for own, _, _, _ in rows) / 1e3)
-        for _, cumulative, indent, module in rows:
-            if len(indent) <= 3 and int(cumulative) >= 5000:  # near the top, 5 ms or more
-                imported.setdefault(module, []).append(int(cumulative) / 1e3)
-    median = {module: statistics.median(values) for module, values in imported.items()}
     print(f"(b) cpcreds-aws eks-token, keys in the environment: {summary(full)}")
     print(f"    bare .venv/bin/python -c pass:                  {summary(bare)}")
     print(f"    {statistics.median(full) / statistics.median(bare):.1f}x (ratio of medians); median of per-round ratios {statistics.median(ratios):.1f}x (target <= 4x)")
-    parts = ", ".join(f"{module} {took:.0f}" for module, took in sorted(median.items(), key=lambda item: -item[1]) if module != "all")
-    print(f"    its imports (-X importtime, medians): {median['all']:.0f} ms in all; {parts} (ms, with what each pulls in)")
+    print(imports_line(lambda: run_script("eks-import", keys_env, "-X", "importtime")[1], rounds))
 
 
 def main() -> None:

@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from _common import summary, tmpdir
+from _common import imports_line, pair, summary, timed, tmpdir
 from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
@@ -71,27 +69,18 @@ def run_script(entra: FakeEntra, *python_flags: str) -> str:
     return result.stderr
 
 
-def timed(call) -> float:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
-
-
 def cold(entra: FakeEntra, rounds: int) -> None:
     run_script(entra)  # warm the OS caches for the script
     engine_for(entra).get_credential(PROFILE)  # imports azure-identity and msal once per process
     ours, script, ratios, hits = [], [], [], []
     for number in range(rounds):
         engine = engine_for(entra)
-        sides = [("ours", lambda: engine.get_credential(PROFILE)), ("script", lambda: run_script(entra))]
-        if number % 2:
-            sides.reverse()
-        took = {side: timed(call) for side, call in sides}
+        took_ours, took_script = pair(number, lambda: engine.get_credential(PROFILE), lambda: run_script(entra))
         hits.append(timed(lambda: engine.get_credential(PROFILE)))
         engine.close()
-        ours.append(took["ours"])
-        script.append(took["script"])
-        ratios.append(took["script"] / took["ours"])
+        ours.append(took_ours)
+        script.append(took_script)
+        ratios.append(took_script / took_ours)
     print(f"(a) cold in-process (new engine, OpenID configuration + token): {summary(ours)}")
     print(f"    cpcreds-azure get-token console script:                     {summary(script)}")
     print(f"    in-process is {statistics.median(script) / statistics.median(ours):.0f}x faster (ratio of medians); "
@@ -103,20 +92,10 @@ def startup(entra: FakeEntra, rounds: int) -> None:
     python = Path(sys.executable)
     bare = [timed(lambda: subprocess.run([str(python), "-c", "pass"], check=True)) for _ in range(rounds)]
     full = [timed(lambda: run_script(entra)) for _ in range(rounds)]
-    imported: dict[str, list[float]] = {}
-    for _ in range(min(rounds, 5)):
-        trace = run_script(entra, "-X", "importtime")
-        rows = re.findall(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", trace)
-        imported.setdefault("all", []).append(sum(int(own) for own, _, _, _ in rows) / 1e3)
-        for _, cumulative, indent, module in rows:
-            if len(indent) <= 3 and int(cumulative) >= 10000:  # near the top, 10 ms or more
-                imported.setdefault(module, []).append(int(cumulative) / 1e3)
-    median = {module: statistics.median(values) for module, values in imported.items()}
     print(f"(b) cpcreds-azure get-token, whole run: {summary(full)}")
     print(f"    bare .venv/bin/python -c pass:      {summary(bare)}")
     print(f"    ratio of medians {statistics.median(full) / statistics.median(bare):.1f}")
-    parts = ", ".join(f"{module} {took:.0f}" for module, took in sorted(median.items(), key=lambda item: -item[1])[:12] if module != "all")
-    print(f"    its imports (-X importtime, medians): {median['all']:.0f} ms in all; {parts} (ms, with what each pulls in)")
+    print(imports_line(lambda: run_script(entra, "-X", "importtime"), rounds, min_ms=10, top=12))
 
 
 def main() -> None:

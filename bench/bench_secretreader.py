@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from _common import summary, tmpdir
+from _common import imports_line, pair, summary, timed, tmpdir
 from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
@@ -92,12 +90,6 @@ def run_script(kubeconfig: Path, name: str, *python_flags: str) -> str:
     return result.stderr
 
 
-def timed(call) -> float:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
-
-
 def cold(hub: HubServer, kubeconfig: Path, rounds: int) -> None:
     for index in range(rounds + 1):
         hub.create(secret(NAMESPACE, f"cold-{index}", {"token": f"token-cold-{index}"}))
@@ -107,13 +99,10 @@ def cold(hub: HubServer, kubeconfig: Path, rounds: int) -> None:
     ours, script, ratios = [], [], []
     for number in range(1, rounds + 1):
         name = f"cold-{number}"
-        sides = [("ours", lambda: engine.get_credential(profile(name))), ("script", lambda: run_script(kubeconfig, name))]
-        if number % 2:
-            sides.reverse()
-        took = {side: timed(call) for side, call in sides}
-        ours.append(took["ours"])
-        script.append(took["script"])
-        ratios.append(took["script"] / took["ours"])
+        took_ours, took_script = pair(number, lambda: engine.get_credential(profile(name)), lambda: run_script(kubeconfig, name))
+        ours.append(took_ours)
+        script.append(took_script)
+        ratios.append(took_script / took_ours)
     engine.close()
     print(f"(a) cold in-process CredentialEngine.get_credential: {summary(ours)}")
     print(f"    cpcreds-secretreader console script:            {summary(script)}")
@@ -127,21 +116,9 @@ def startup(kubeconfig: Path, rounds: int) -> None:
     python = Path(sys.executable)
     bare = [timed(lambda: subprocess.run([str(python), "-c", "pass"], check=True)) for _ in range(rounds)]
     full = [timed(lambda: run_script(kubeconfig, "cold-0")) for _ in range(rounds)]
-    # What the run imports (-X importtime, microseconds): the modules it imports itself, each
-    # with all it pulls in (cumulative), and the total.
-    imported: dict[str, list[float]] = {}
-    for _ in range(min(rounds, 5)):
-        trace = run_script(kubeconfig, "cold-0", "-X", "importtime")
-        rows = re.findall(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", trace)
-        imported.setdefault("all", []).append(sum(int(own) for own, _, _, _ in rows) / 1e3)
-        for _, cumulative, indent, module in rows:
-            if len(indent) == 1 and int(cumulative) >= 5000:  # top level, 5 ms or more
-                imported.setdefault(module, []).append(int(cumulative) / 1e3)
-    median = {module: statistics.median(values) for module, values in imported.items()}
     print(f"    console script, whole run (import, hub client, GET, answer): {summary(full)}")
     print(f"    bare .venv/bin/python -c pass:                               {summary(bare)}")
-    parts = ", ".join(f"{module} {took:.0f}" for module, took in sorted(median.items(), key=lambda item: -item[1]) if module != "all")
-    print(f"    its imports (-X importtime, medians): {median['all']:.0f} ms in all; {parts} (ms, with what each pulls in)")
+    print(imports_line(lambda: run_script(kubeconfig, "cold-0", "-X", "importtime"), rounds, depth=1))
 
 
 def many(hub: HubServer, kubeconfig: Path, clusters: int) -> None:
