@@ -401,52 +401,79 @@ async def aapi_client(engine: Binder, profile: ClusterProfileLike) -> Any:
     return _async_client_class()(conf, conf.cpcreds_binding)
 
 
+class AsyncCredentialedClient:
+    """What an asyncio ``ApiClient`` subclass needs to follow :func:`request_flow`; put it first
+    among the bases (``class C(AsyncCredentialedClient, client.ApiClient)``) and set
+    ``rest_client_class`` to the package's ``RESTClientObject``. The subclass overrides the
+    method its package sends through and hands the sending to :meth:`_drive`; ``close()`` closes
+    the binding too (its private certificate files)."""
+
+    rest_client_class: Any  # the client package's RESTClientObject, rebuilt on rotation
+    configuration: Any
+    rest_client: Any
+
+    def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
+        super().__init__(configuration)  # type: ignore[call-arg]  # the ApiClient after this mixin
+        self._binding = binding
+        self._serial = binding.connection_serial
+
+    async def _credential(self, rejected: Answer | None) -> Answer:
+        binding = self._binding
+        if rejected is not None:
+            binding.binding.invalidate(rejected.credential)
+        answer = await binding.aensure(self.configuration)
+        # The asyncio clients load the certificate (and the CA) into their SSL context once, when
+        # the REST client is built; a new certificate or endpoint needs a new REST client.
+        if binding.connection_serial != self._serial:
+            self._serial = binding.connection_serial  # before the await: one task renews
+            old, self.rest_client = self.rest_client, self.rest_client_class(self.configuration)
+            # Closing drops the old certificate's connections, open ones included, as
+            # client-go does on rotation; watches on them end and their callers re-establish them.
+            await old.close()
+        return answer
+
+    async def _drive(self, header_params: Any, send: Any, drain: Any) -> Any:
+        """Run :func:`request_flow` for one request: ``await send(headers)`` sends it and
+        ``await drain(response)`` reads a 401's body; returns what the flow returns."""
+        flow = request_flow(header_params)
+        step, value = next(flow)
+        while True:
+            if step == SEND:
+                result = await send(value)
+            elif step == DRAIN:
+                result = await drain(value)
+            else:  # ENSURE (value None) or REFRESH (value: the rejected answer)
+                result = await self._credential(value)
+            try:
+                step, value = flow.send(result)
+            except StopIteration as done:
+                return done.value
+
+    async def close(self) -> None:
+        try:
+            await super().close()  # type: ignore[misc]  # the ApiClient after this mixin
+        finally:
+            self._binding.close()
+
+
 @functools.cache
 def _async_client_class() -> type:
     from kubernetes.aio import client
     from kubernetes.aio.client import rest
 
-    class CredentialedApiClient(client.ApiClient):
-        def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
-            super().__init__(configuration)
-            self._binding = binding
-            self._serial = binding.connection_serial
-
-        async def _credential(self, rejected: Answer | None) -> Answer:
-            binding = self._binding
-            if rejected is not None:
-                binding.binding.invalidate(rejected.credential)
-            answer = await binding.aensure(self.configuration)
-            # kubernetes.aio loads the certificate (and the CA) into its SSL context once, when the
-            # REST client is built; a new one needs a new REST client (context, session, retry client).
-            if binding.connection_serial != self._serial:
-                self._serial = binding.connection_serial  # before the await: one task renews
-                old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
-                # Closing drops the old certificate's connections, open ones included, as
-                # client-go does on rotation; watches on them end and their callers re-establish them.
-                await old.close()
-            return answer
+    class CredentialedApiClient(AsyncCredentialedClient, client.ApiClient):
+        rest_client_class = rest.RESTClientObject
 
         async def call_api(self, method: str, url: str, header_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-            flow = request_flow(header_params)
-            step, value = next(flow)
-            while True:
-                if step == SEND:
-                    result = await super().call_api(method, url, value, *args, **kwargs)
-                elif step == DRAIN:
-                    result = await value.read()
-                else:
-                    result = await self._credential(value)
-                try:
-                    step, value = flow.send(result)
-                except StopIteration as done:
-                    return done.value
+            call = super().call_api
 
-        async def close(self) -> None:
-            try:
-                await super().close()
-            finally:
-                self._binding.close()
+            async def send(headers: Any) -> Any:
+                return await call(method, url, headers, *args, **kwargs)
+
+            async def drain(response: Any) -> Any:
+                return await response.read()
+
+            return await self._drive(header_params, send, drain)
 
     return CredentialedApiClient
 

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..binding import Binder
-from ..failover import Answer
-from ..kube import DRAIN, SEND, CredentialBinding, async_refresh_hook, configure_credentials, request_flow
+from ..kube import AsyncCredentialedClient, CredentialBinding, async_refresh_hook, configure_credentials
 
 __all__ = ["aapi_client", "abuild_config"]
 
@@ -50,52 +49,27 @@ async def aapi_client(engine: Binder, profile: Mapping[str, Any] | Any) -> Any:
     from kubernetes_asyncio.client import rest
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    class CredentialedApiClient(client.ApiClient):  # type: ignore[misc]
-        def __init__(self, configuration: Any, binding: CredentialBinding) -> None:
-            super().__init__(configuration)
-            self._binding = binding
-            self._serial = binding.connection_serial
-
-        async def _credential(self, rejected: Answer | None) -> Answer:
-            binding = self._binding
-            if rejected is not None:
-                binding.binding.invalidate(rejected.credential)
-            answer = await binding.aensure(self.configuration)
-            # The SSL context (CA, client certificate) is built with the REST client: a new
-            # certificate or endpoint needs a new one; open connections of the old one close.
-            if binding.connection_serial != self._serial:
-                self._serial = binding.connection_serial  # before the await: one task renews
-                old, self.rest_client = self.rest_client, rest.RESTClientObject(self.configuration)
-                await old.close()
-            return answer
+    class CredentialedApiClient(AsyncCredentialedClient, client.ApiClient):  # type: ignore[misc]
+        rest_client_class = rest.RESTClientObject
 
         async def request(self, method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
-            flow = request_flow(headers)
-            step, value = next(flow)
-            while True:
-                if step == SEND:
-                    try:
-                        result = await super().request(method, url, *args, headers=value, **kwargs)
-                    except ApiException as exc:
-                        if exc.status != 401:
-                            raise
-                        result = _Rejected(exc)
-                elif step == DRAIN:
-                    result = None  # kubernetes_asyncio read the 401's body before raising
-                else:  # ENSURE (value None) or REFRESH (value: the rejected answer)
-                    result = await self._credential(value)
-                try:
-                    step, value = flow.send(result)
-                except StopIteration as done:
-                    if isinstance(done.value, _Rejected):
-                        raise done.value.error from None
-                    return done.value
+            call = super().request
 
-        async def close(self) -> None:
-            try:
-                await super().close()
-            finally:
-                self._binding.close()
+            async def send(headers: Any) -> Any:
+                try:
+                    return await call(method, url, *args, headers=headers, **kwargs)
+                except ApiException as exc:
+                    if exc.status != 401:
+                        raise
+                    return _Rejected(exc)
+
+            async def drain(response: Any) -> None:
+                return None  # kubernetes_asyncio read the 401's body before raising
+
+            result = await self._drive(headers, send, drain)
+            if isinstance(result, _Rejected):
+                raise result.error from None
+            return result
 
     conf = await abuild_config(engine, profile)
     return CredentialedApiClient(conf, conf.cpcreds_binding)
