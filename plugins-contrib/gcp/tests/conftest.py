@@ -5,7 +5,6 @@ CredentialEngine with a registry of this plugin only) and as an exec plugin (thr
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -14,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
+from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountKey
@@ -154,41 +152,14 @@ def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
     with these options, from a registry that knows only this plugin. Closed after the test."""
     from cpcreds_gcp import plugin
 
-    engines: list[CredentialEngine] = []
-
-    def make(options: dict[str, Any] | None = None, *, timeout: str = "5s") -> CredentialEngine:
-        config = ProviderConfig.from_dict(
-            {"providers": [{"name": PROVIDER, "type": "gcp", "options": options or {}, "timeout": timeout}]}, source="providers.yaml"
-        )
-        engine = CredentialEngine(
-            config, registry=ProviderRegistry(entry_points=False, plugins=(plugin,)), prometheus_registry=CollectorRegistry()
-        )
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
-
-
-def _subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
-    env["CPCREDS_PLUGINS"] = "gcp"  # whatever else is installed cannot change the outcome
-    env.update(extra)
-    return env
+    yield from spoke_fixtures.plugin_engines(plugin, "gcp", PROVIDER)
 
 
 @pytest.fixture
 def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_command(args, **env)``: run a command with the test's (scrubbed) environment plus
-    ``env``, only this plugin loadable by cpcreds, no stdin; returns the completed process."""
-
-    def run(args: list[str | Path], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(a) for a in args], env=_subprocess_env(**env), cwd=cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-        )
-
-    return run
+    """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
+    environment plus ``env``, only this plugin loadable by cpcreds; returns the completed process."""
+    return spoke_fixtures.command_runner(CPCREDS_PLUGINS="gcp")  # whatever else is installed cannot change the outcome
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ server, the OAuth token endpoint); the token it answers with opens a registry th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from cpcreds.images.protocol import (  # noqa: E402
 )
 from cpcreds_gcp import GcpProvider  # noqa: E402
 from cpcreds_gcp.kubelet import GOOGLE_REGISTRIES, USERNAME  # noqa: E402
+from tests.fakes.fixtures import command_runner  # noqa: E402
 from tests.fakes.google import FakeMetadataServer  # noqa: E402
 from tests.fakes.registry import FakeRegistry  # noqa: E402
 
@@ -36,11 +36,12 @@ KUBELET_PLUGIN = Path(sys.executable).with_name("cpcreds-gcp-credential-provider
 IMAGE = "us-docker.pkg.dev/fleet-project/apps/checkout@sha256:" + "0" * 64
 
 
-def run_plugin(stdin: bytes, *args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+_run = command_runner()
+
+
+def run_plugin(stdin: bytes, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run the console script as the kubelet does: request on stdin, environment as configured."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CPCREDS_")}
-    environment.update(env)
-    return subprocess.run([str(KUBELET_PLUGIN), *args], input=stdin, capture_output=True, env=environment, timeout=60)
+    return _run([KUBELET_PLUGIN, *args], input=stdin.decode(), **env)
 
 
 @pytest.mark.parametrize("api_version", SUPPORTED_API_VERSIONS)
@@ -90,8 +91,8 @@ def test_the_token_opens_a_registry_that_trusts_google(metadata: FakeMetadataSer
 def test_a_refused_token_request_is_one_line_without_the_answer(metadata: FakeMetadataServer) -> None:
     metadata.fail("token", status=503, body=b"ya29.leaked-in-an-error-body")
     result = run_plugin(encode_request(IMAGE, API_VERSION_V1), GCE_METADATA_HOST=metadata.host)
-    assert result.returncode == 1 and result.stdout == b""
-    line = result.stderr.decode()
+    assert result.returncode == 1 and result.stdout == ""
+    line = result.stderr
     assert line.count("\n") == 1 and "ya29" not in line
     assert line.startswith("cpcreds-gcp-credential-provider: provider gcp: gcp: metadata server ")
     assert line.rstrip().endswith("/default/token answered HTTP 503")
@@ -101,15 +102,15 @@ def test_a_hanging_metadata_server_fails_within_the_timeout(metadata: FakeMetada
     metadata.fail("token", hang="headers")
     began = time.monotonic()
     result = run_plugin(encode_request(IMAGE, API_VERSION_V1), GCE_METADATA_HOST=metadata.host, CPCREDS_DEFAULT_TIMEOUT="1s")
-    assert result.returncode == 1 and result.stdout == b""
-    assert b"metadata server" in result.stderr
+    assert result.returncode == 1 and result.stdout == ""
+    assert "metadata server" in result.stderr
     assert time.monotonic() - began < 15
 
 
 def test_no_credentials_anywhere_is_said_in_one_line(no_outside_credentials) -> None:
     result = run_plugin(encode_request(IMAGE, API_VERSION_V1))
     assert result.returncode == 1
-    assert b"found no application default credentials" in result.stderr and result.stderr.count(b"\n") == 1
+    assert "found no application default credentials" in result.stderr and result.stderr.count("\n") == 1
 
 
 # -- in-process -----------------------------------------------------------------------------------
