@@ -9,28 +9,22 @@ generated entries that whatever the plain reader takes, these models take to the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from ._configrules import (
-    CLI_ARGS_POLICIES,
     DEFAULT_TIMEOUT,
-    ENV_VARS_POLICIES,
-    INTERACTIVE_MODES,
-    POLICY_TYPES,
     SHA256_PATTERN,
+    CLIArgsPolicy,
+    EnvVarsPolicy,
+    InteractiveMode,
+    PolicyType,
     entry_timeout,
     env_name_problem,
     go_marshalled_exec_config,
 )
 from .kep import unpassable_text
-
-# The allowed values, from the one list of each.
-InteractiveMode = Literal[INTERACTIVE_MODES]  # type: ignore[valid-type]
-CLIArgsPolicy = Literal[CLI_ARGS_POLICIES]  # type: ignore[valid-type]
-EnvVarsPolicy = Literal[ENV_VARS_POLICIES]  # type: ignore[valid-type]
-PolicyType = Literal[POLICY_TYPES]  # type: ignore[valid-type]
 
 __all__ = ["ExecEnvVarModel", "ExecConfigModel", "AllowlistEntryModel", "PluginPolicyModel", "ProviderEntryModel"]
 

@@ -8,7 +8,7 @@ Imports nothing heavy: ``cpcreds get-credential`` reads a config through this mo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ._durations import parse_duration
 
@@ -19,6 +19,10 @@ __all__ = [
     "CLI_ARGS_POLICIES",
     "ENV_VARS_POLICIES",
     "POLICY_TYPES",
+    "InteractiveMode",
+    "CLIArgsPolicy",
+    "EnvVarsPolicy",
+    "PolicyType",
     "SHA256_PATTERN",
     "parse_duration",
     "entry_timeout",
@@ -38,6 +42,11 @@ CLI_ARGS_POLICIES = ("Ignore", "Append")
 ENV_VARS_POLICIES = ("Ignore", "AppendIfNotExists", "Replace")
 #: client-go's ``PluginPolicy.PolicyType`` values, spelled as client-go (and kubectl's kuberc) spell them.
 POLICY_TYPES = ("AllowAll", "DenyAll", "Allowlist")
+# The same values as types, for the plain reader and the worded one alike.
+InteractiveMode = Literal[INTERACTIVE_MODES]  # type: ignore[valid-type]
+CLIArgsPolicy = Literal[CLI_ARGS_POLICIES]  # type: ignore[valid-type]
+EnvVarsPolicy = Literal[ENV_VARS_POLICIES]  # type: ignore[valid-type]
+PolicyType = Literal[POLICY_TYPES]  # type: ignore[valid-type]
 #: An allowlist entry's ``sha256``: 64 hex digits (any case; kept lower-case).
 SHA256_PATTERN = r"^[0-9a-fA-F]{64}$"
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 # pydantic is imported only to word what is wrong with a config the plain reader does not take
 # (see _worded): reading a well-formed file, as every `cpcreds get-credential` does, needs none.
@@ -32,6 +32,10 @@ from ._configrules import (
     INTERACTIVE_MODES,
     POLICY_TYPES,
     SHA256_PATTERN,
+    CLIArgsPolicy,
+    EnvVarsPolicy,
+    InteractiveMode,
+    PolicyType,
     entry_timeout,
     env_name_problem,
     go_marshalled_exec_config,
@@ -69,14 +73,6 @@ __all__ = [
     "MAX_CONFIG_DEPTH",
     "describe_validation_error",
 ]
-
-# The allowed values, from the one list of each (shared with the worded reader).
-CLIArgsPolicy = Literal[CLI_ARGS_POLICIES]  # type: ignore[valid-type]
-EnvVarsPolicy = Literal[ENV_VARS_POLICIES]  # type: ignore[valid-type]
-#: client-go's ``PluginPolicy.PolicyType`` values, spelled as client-go (and kubectl's kuberc) spell them.
-PolicyType = Literal[POLICY_TYPES]  # type: ignore[valid-type]
-#: KEP-541's interactiveMode values.
-InteractiveMode = Literal[INTERACTIVE_MODES]  # type: ignore[valid-type]
 
 #: How errors name providers that came from the command line rather than a file.
 FLAG_SOURCE = "--clusterprofile-access-provider"
