@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 # The names and the plan's cluster type live in the base (no pydantic); re-exported here, where
 # they have always been importable from.
+from . import kep as _kep
 from .kep import (
     ADDITIONAL_ARGS_EXTENSION,
     ADDITIONAL_ENVS_EXTENSION,
@@ -40,14 +41,7 @@ from .kep import (
 from .config import ExecConfig, ExecEnvVar, InteractiveMode
 
 __all__ = [
-    "API_VERSION_V1",
-    "API_VERSION_V1BETA1",
-    "SUPPORTED_API_VERSIONS",
-    "EXEC_INFO_ENV",
-    "EXEC_EXTENSION",
-    "ADDITIONAL_ARGS_EXTENSION",
-    "ADDITIONAL_ENVS_EXTENSION",
-    "CLUSTER_PROFILE_API_VERSION",
+    *_kep.__all__,  # every name of the base, re-exported above
     "InteractiveMode",
     "ExecEnvVar",
     "ExecConfig",
@@ -57,12 +51,10 @@ __all__ = [
     "ClusterProfileStatus",
     "ObjectMeta",
     "ClusterProfile",
-    "ExecCluster",
     "ExecClusterModel",
     "ExecCredentialSpec",
     "ExecCredentialStatus",
     "ExecCredential",
-    "unpassable_text",
 ]
 
 def _decode_base64_bytes(value: Any) -> Any:
