@@ -34,6 +34,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
+    from ._body import BodyProblem, read_within
     from ._parse import DocumentError, load_document, open_regular, read_bounded
     from .credential import Credential
     from .errors import (
@@ -114,6 +115,7 @@ _EXPORTS = {
     ),
     "kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
     "_parse": ("load_document", "DocumentError", "read_bounded", "open_regular"),
+    "_body": ("read_within", "BodyProblem"),
     "jwt": ("jwt_expiry",),
     "providers.file": ("read_credential_file",),
     "logs": ("redact_text", "get_logger"),
@@ -174,6 +176,8 @@ __all__ = [
     "DocumentError",
     "read_bounded",
     "open_regular",
+    "read_within",
+    "BodyProblem",
     "parse_duration",
     "format_duration",
     "jwt_expiry",

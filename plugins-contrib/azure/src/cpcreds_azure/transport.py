@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import AzureError, ServiceRequestTimeoutError, ServiceResponseTimeoutError
 from azure.core.pipeline.transport import RequestsTransport
+
+from cpcreds.sdk import BodyProblem, read_within
 
 __all__ = ["Deadline", "Exchange", "Abort", "BoundedTransport", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
 
@@ -243,42 +244,25 @@ class BoundedTransport(RequestsTransport):
 
     def _read(self, response: Any, exchange: Exchange) -> bytes:
         raw = response.internal_response  # the requests.Response, streamed
-        # The socket timeout bounds each wait, not the whole body: a timer shuts the socket at the
-        # deadline so that an answer trickling in byte by byte cannot outlast it.
-        cut = threading.Event()
 
         def shut() -> None:
-            cut.set()
             try:
                 raw.raw.shutdown()
             except (AttributeError, ValueError, RuntimeError, OSError):
                 raw.close()
 
-        timer = threading.Timer(max(0.0, self.deadline.remaining()), shut)
-        timer.daemon = True
-        timer.start()
-        chunks, size, problem = [], 0, None
         try:
-            for chunk in raw.iter_content(64 * 1024):
-                size += len(chunk)
-                if size > MAX_RESPONSE_BYTES:
-                    problem = f"answered with more than {MAX_RESPONSE_BYTES // 1024} KiB"
-                    break
-                chunks.append(chunk)
+            return read_within(raw.iter_content(64 * 1024), seconds=self.deadline.remaining(), shut=shut, max_bytes=MAX_RESPONSE_BYTES)
+        except BodyProblem as problem:
+            failure = f"did not finish its answer within the {self.deadline.shown()} timeout" if problem.late else str(problem)
         except Exception as exc:  # noqa: BLE001 - requests/urllib3 raise many kinds for a broken body
-            problem = f"did not finish its answer within the {self.deadline.shown()} timeout" if cut.is_set() else (
-                "broke off its answer" if "Chunked" in type(exc).__name__ or "Protocol" in type(exc).__name__ else _connection_problem(exc)
-            )
+            broken = "Chunked" in type(exc).__name__ or "Protocol" in type(exc).__name__
+            failure = "broke off its answer" if broken else _connection_problem(exc)
         finally:
-            timer.cancel()
             raw.close()
-        if problem is None and cut.is_set():
-            problem = f"did not finish its answer within the {self.deadline.shown()} timeout"
-        if problem is not None:
-            exchange.status = response.status_code
-            exchange.failure = problem
-            self._abort(exchange)
-        return b"".join(chunks)
+        exchange.status = response.status_code
+        exchange.failure = failure
+        self._abort(exchange)
 
 
 def _retry_after(value: str | None) -> float | None:

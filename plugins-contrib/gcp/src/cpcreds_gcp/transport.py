@@ -26,7 +26,7 @@ import google.auth.transport
 import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProtocolError, ReadTimeoutError
 
-from cpcreds.sdk import redact_text
+from cpcreds.sdk import BodyProblem, read_within, redact_text
 
 __all__ = ["Deadline", "Exchange", "Abort", "Pools", "BoundedRequest", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
 
@@ -314,39 +314,21 @@ class BoundedRequest(google.auth.transport.Request):
         return f"did not finish its answer within the {_seconds(self._deadline.seconds)} timeout"
 
     def _read(self, response: urllib3.BaseHTTPResponse, exchange: Exchange) -> bytes:
-        # The socket timeout bounds each wait, not the whole body: a timer shuts the socket at the
-        # deadline so that an answer trickling in byte by byte cannot outlast it.
-        cut = threading.Event()
-
         def shut() -> None:
-            cut.set()
             try:
                 response.shutdown()  # type: ignore[attr-defined]  # urllib3 >= 2.3
             except (AttributeError, ValueError, RuntimeError, OSError):
                 response.close()
 
-        timer = threading.Timer(max(0.0, self._deadline.remaining()), shut)
-        timer.daemon = True
-        timer.start()
-        chunks, size, problem = [], 0, None
         try:
-            for chunk in response.stream(64 * 1024):
-                size += len(chunk)
-                if size > MAX_RESPONSE_BYTES:
-                    problem = f"answered with more than {MAX_RESPONSE_BYTES // 1024} KiB"
-                    break
-                chunks.append(chunk)
+            return read_within(response.stream(64 * 1024), seconds=self._deadline.remaining(), shut=shut, max_bytes=MAX_RESPONSE_BYTES)
+        except BodyProblem as problem:
+            failure = self._late() if problem.late else str(problem)
         except (HTTPError, OSError, ValueError) as exc:
-            problem = self._late() if cut.is_set() else _connection_problem(exc)
-        finally:
-            timer.cancel()
-        if problem is None and cut.is_set():
-            problem = self._late()
-        if problem is not None:
-            exchange.status = response.status
-            exchange.failure = problem
-            self._abort(exchange)
-        return b"".join(chunks)
+            failure = _connection_problem(exc)
+        exchange.status = response.status
+        exchange.failure = failure
+        self._abort(exchange)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
