@@ -80,28 +80,22 @@ class Answers:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
+    def hit(self, plan: AccessPlan, route: Route | None) -> Answer | None:
+        """The cached answer, read without a lock (the plan's own, or the route's), else None."""
+        if route is not None:
+            return self.walk.hit(route)
+        credential = self.store.hit(plan)
+        return None if credential is None else Answer(credential, plan)
+
     def answer(self, plan: AccessPlan, route: Route | None) -> Answer:
         """The cache hit (without a lock), else the flow driven in this thread."""
-        if route is None:
-            credential = self.store.hit(plan)
-            if credential is not None:
-                return Answer(credential, plan)
-        else:
-            hit = self.walk.hit(route)
-            if hit is not None:
-                return hit
-        return self.run(self.flow(plan, route))
+        hit = self.hit(plan, route)
+        return hit if hit is not None else self.run(self.flow(plan, route))
 
     async def aanswer(self, plan: AccessPlan, route: Route | None) -> Answer:
-        if route is None:
-            credential = self.store.hit(plan)
-            if credential is not None:
-                return Answer(credential, plan)
-        else:
-            hit = self.walk.hit(route)
-            if hit is not None:
-                return hit
-        return await self.arun(self.flow(plan, route))
+        """As :meth:`answer`, the flow driven from an asyncio task."""
+        hit = self.hit(plan, route)
+        return hit if hit is not None else await self.arun(self.flow(plan, route))
 
 
 class Closing:
