@@ -300,10 +300,15 @@ async def abuild_config(engine: Binder, profile: ClusterProfileLike) -> Any:
     """A ``kubernetes.aio.client.Configuration`` for the profile that stays fresh."""
     from kubernetes.aio import client
 
-    conf = client.Configuration()
+    return await aconfigure(client.Configuration(), engine, profile)
+
+
+async def aconfigure(conf: Any, engine: Binder, profile: ClusterProfileLike) -> Any:
+    """Make an asyncio client's new ``Configuration`` stay fresh for the profile (as
+    :func:`abuild_config`), fetching the first credential now; returns ``conf``."""
     binding = CredentialBinding(engine.bind(profile))
     configure_credentials(conf, binding)
-    await binding.aensure(conf)
+    await binding.aensure(conf)  # fail now, and seed api_key so the hook runs on every request
     conf.refresh_api_key_hook = async_refresh_hook(binding)
     return conf
 

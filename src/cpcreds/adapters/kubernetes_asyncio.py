@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..binding import Binder
-from ..kube import AsyncCredentialedClient, CredentialBinding, async_refresh_hook, configure_credentials
+from ..kube import AsyncCredentialedClient, aconfigure
 
 __all__ = ["aapi_client", "abuild_config"]
 
@@ -24,12 +24,7 @@ async def abuild_config(engine: Binder, profile: Mapping[str, Any] | Any) -> Any
     """A ``kubernetes_asyncio.client.Configuration`` for the profile that stays fresh."""
     from kubernetes_asyncio import client
 
-    conf = client.Configuration()
-    binding = CredentialBinding(engine.bind(profile))
-    configure_credentials(conf, binding)
-    await binding.aensure(conf)  # fail now, and seed api_key so the hook runs on every request
-    conf.refresh_api_key_hook = async_refresh_hook(binding)
-    return conf
+    return await aconfigure(client.Configuration(), engine, profile)
 
 
 class _Rejected:
