@@ -117,3 +117,22 @@ def command_runner(**fixed: str) -> Callable[..., subprocess.CompletedProcess[st
         )
 
     return run
+
+
+def plugin_fixtures(plugin_module: str, provider_type: str, provider_name: str, **fixed: str) -> tuple[Any, Any]:
+    """A contrib plugin's ``make_engine`` and ``run_command`` fixtures; its conftest.py binds them by
+    those names (``make_engine, run_command = plugin_fixtures("cpcreds_x.plugin", "x", "name")``).
+    ``make_engine`` is :func:`plugin_engines` over ``plugin_module`` (imported on first use);
+    ``run_command`` is :func:`command_runner` with ``fixed`` (e.g. ``CPCREDS_PLUGINS="x"``)."""
+
+    @pytest.fixture
+    def make_engine() -> Iterator[Callable[..., Any]]:
+        from importlib import import_module
+
+        yield from plugin_engines(import_module(plugin_module), provider_type, provider_name)
+
+    @pytest.fixture
+    def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
+        return command_runner(**fixed)
+
+    return make_engine, run_command

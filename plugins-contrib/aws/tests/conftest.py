@@ -6,13 +6,11 @@ that accepts only EKS tokens the STS fake verified, and helpers to run the provi
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.aws import AwsKeys, FakeAWS, FakeAWSMetadata
@@ -88,17 +86,8 @@ def spoke(make_spoke: Callable[..., SpokeServer], aws: FakeAWS) -> SpokeServer:
     return server
 
 
-@pytest.fixture
-def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
-    """``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: aws``
-    with these options, from a registry that knows only this plugin. Closed after the test."""
-    from cpcreds_aws import plugin
-
-    yield from spoke_fixtures.plugin_engines(plugin, "aws", PROVIDER)
-
-
-@pytest.fixture
-def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
-    environment plus ``env``, only this plugin loadable by cpcreds; returns the completed process."""
-    return spoke_fixtures.command_runner(CPCREDS_PLUGINS="aws")
+#: ``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: aws`` with
+#: these options, from a registry that knows only this plugin (closed after the test);
+#: ``run_command(args, input=None, **env)``: a command run with the test's environment minus
+#: ``CPCREDS_*``, only this plugin loadable by cpcreds, plus ``env``.
+make_engine, run_command = spoke_fixtures.plugin_fixtures("cpcreds_aws.plugin", "aws", PROVIDER, CPCREDS_PLUGINS="aws")

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.azure import AKS_SERVER_ID, FakeEntra
@@ -115,17 +113,8 @@ def registry(pki, entra: FakeEntra) -> Iterator[FakeRegistry]:
         yield server
 
 
-@pytest.fixture
-def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
-    """``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: azure``
-    with these options, from a registry that knows only this plugin. Closed after the test."""
-    from cpcreds_azure import plugin
-
-    yield from spoke_fixtures.plugin_engines(plugin, "azure", PROVIDER)
-
-
-@pytest.fixture
-def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
-    environment plus ``env``; returns the completed process."""
-    return spoke_fixtures.command_runner()
+#: ``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: azure`` with
+#: these options, from a registry that knows only this plugin (closed after the test);
+#: ``run_command(args, input=None, **env)``: a command run with the test's environment minus
+#: ``CPCREDS_*``, plus ``env``.
+make_engine, run_command = spoke_fixtures.plugin_fixtures("cpcreds_azure.plugin", "azure", PROVIDER)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from cpcreds import CredentialEngine
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountKey
@@ -146,20 +144,11 @@ def gke_profile() -> Callable[..., dict[str, Any]]:
     return _gke_profile
 
 
-@pytest.fixture
-def make_engine() -> Iterator[Callable[..., CredentialEngine]]:
-    """``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: gcp``
-    with these options, from a registry that knows only this plugin. Closed after the test."""
-    from cpcreds_gcp import plugin
-
-    yield from spoke_fixtures.plugin_engines(plugin, "gcp", PROVIDER)
-
-
-@pytest.fixture
-def run_command() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_command(args, input=None, **env)``: run a command with the test's (scrubbed)
-    environment plus ``env``, only this plugin loadable by cpcreds; returns the completed process."""
-    return spoke_fixtures.command_runner(CPCREDS_PLUGINS="gcp")  # whatever else is installed cannot change the outcome
+#: ``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: gcp`` with
+#: these options, from a registry that knows only this plugin (closed after the test);
+#: ``run_command(args, input=None, **env)``: a command run with the test's environment minus
+#: ``CPCREDS_*``, only this plugin loadable by cpcreds, plus ``env``.
+make_engine, run_command = spoke_fixtures.plugin_fixtures("cpcreds_gcp.plugin", "gcp", PROVIDER, CPCREDS_PLUGINS="gcp")  # whatever else is installed cannot change the outcome
 
 
 @pytest.fixture
