@@ -262,9 +262,8 @@ async def test_async_provider_survives_its_first_caller_being_cancelled(make_eng
 # -- 3. a hung in-process provider cannot starve others ----------------------------------------
 
 
-def test_hung_in_process_provider_does_not_starve_healthy_providers(make_engine) -> None:
-    hung, healthy = Gate(), Gate()
-    healthy.opened.set()
+def _stuck_and_fine(make_engine: Any, hung: Gate, healthy: Gate, *, max_concurrent_fetches: int) -> Any:
+    """An engine with provider "stuck" (``hung``, 100 ms timeout) and "fine" (``healthy``, 5 s)."""
 
     class TwoGates:
         @hookimpl
@@ -272,12 +271,19 @@ def test_hung_in_process_provider_does_not_starve_healthy_providers(make_engine)
             register("hung", lambda options: hung)
             register("healthy", lambda options: healthy)
 
-    engine = make_engine(
+    return make_engine(
         {"name": "stuck", "type": "hung", "timeout": "100ms"},
         {"name": "fine", "type": "healthy", "timeout": "5s"},
         plugins=(TwoGates(),),
-        max_concurrent_fetches=4,
+        max_concurrent_fetches=max_concurrent_fetches,
     )
+
+
+def test_hung_in_process_provider_does_not_starve_healthy_providers(make_engine) -> None:
+    hung, healthy = Gate(), Gate()
+    healthy.opened.set()
+
+    engine = _stuck_and_fine(make_engine, hung, healthy, max_concurrent_fetches=4)
     # More timed-out calls than there are slots: abandoned calls hold no slot.
     for index in range(10):
         with pytest.raises(ProviderTimeout):
@@ -302,18 +308,7 @@ def test_hung_calls_hold_no_pool_thread_and_idle_threads_are_reused(make_engine)
     hung, healthy = Gate(), Healthy()
     healthy.opened.set()
 
-    class TwoGates:
-        @hookimpl
-        def cpcreds_register_providers(self, register: Any) -> None:
-            register("hung", lambda options: hung)
-            register("healthy", lambda options: healthy)
-
-    engine = make_engine(
-        {"name": "stuck", "type": "hung", "timeout": "100ms"},
-        {"name": "fine", "type": "healthy", "timeout": "5s"},
-        plugins=(TwoGates(),),
-        max_concurrent_fetches=2,
-    )
+    engine = _stuck_and_fine(make_engine, hung, healthy, max_concurrent_fetches=2)
 
     async def main() -> None:
         stuck = await asyncio.gather(*(engine.aget_credential(profile(f"stuck-{i}", provider="stuck")) for i in range(10)), return_exceptions=True)
