@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
 import pytest
+from prometheus_client import CollectorRegistry
 
 from cpcreds import Fleet, HubOptions, ProfileFeed, Shard
 from cpcreds.shard import assign
@@ -110,7 +112,8 @@ def test_a_graceful_handover_counts_no_overlap_fetch(make_fleet: Callable[..., F
 
 def test_a_member_back_from_a_stall_counts_its_overlap_fetches_each_within_the_bound(hub: HubServer, make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
     stalled_shard, other_shard = new_shard("alpha"), new_shard("bravo")
-    stalled = make_fleet(feed=feed(), shard=stalled_shard)
+    registry = CollectorRegistry()
+    stalled = make_fleet(feed=feed(), shard=stalled_shard, prometheus_registry=registry)
     other = make_fleet(feed=feed(), shard=other_shard)
     until(engaged_split([stalled, other]), timeout=10, what="the split")
     counted = sum(other_shard.overlap.fetches.values())  # bravo joined after alpha: it counted some
@@ -129,3 +132,15 @@ def test_a_member_back_from_a_stall_counts_its_overlap_fetches_each_within_the_b
     assert overlap.fetches["expired"] == overlap.fetches["released"] == 0
     assert 0 < overlap.bound <= stalled_shard.renew_deadline
     assert overlap.latest < overlap.bound  # every counted fetch happened within the window
+    # The fleet's registry shows them as cpcreds serve --shard does.
+    assert registry.get_sample_value("cpcreds_shard_overlap_fetches_total", {"reason": "joined"}) == overlap.fetches["joined"]
+    assert registry.get_sample_value("cpcreds_shard_overlap_bound_seconds") == overlap.bound
+
+
+def test_a_shard_registers_its_series_once_in_a_registry_also_given_to_its_fleet(make_fleet: Callable[..., Fleet], new_shard: Callable[[str], Shard]) -> None:
+    shard, registry = new_shard("alpha"), CollectorRegistry()
+    shard.register_metrics(registry)  # as a program exposing the shard's series itself would
+    fleet = make_fleet(feed=feed(), shard=shard, prometheus_registry=registry)
+    until(lambda: len(fleet.engaged) == len(NAMES), timeout=10, what="alpha engaging everything")
+    assert registry.get_sample_value("cpcreds_shard_overlap_bound_seconds") == 0.0
+    assert registry.get_sample_value("cpcreds_shard_overlap_fetches_total", {"reason": "joined"}) == 0.0

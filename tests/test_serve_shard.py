@@ -178,6 +178,8 @@ def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take
         section = replica.listing()["shard"]
         assert [m["identity"] for m in section["members"]] == ["r0", "r1", "r2"] and section["profiles"] == 300
         assert section["owned"] == len(shares[replica.identity]) and section["identity"] == replica.identity
+        # A replica that joined after another took keys from it: a window of at most the renew deadline.
+        assert 0.0 <= section["overlapBoundSeconds"] <= 1.2
     r0, r1, r2 = replicas
     # A profile owned elsewhere: 307 to its owner, which serves it.
     key = sorted(shares["r1"])[0]
@@ -251,6 +253,7 @@ def test_a_replica_paused_past_two_leases_is_taken_over_then_not_ready_until_it_
     # and the window is at most the renew deadline.
     fetches, bound = r2.overlap()
     assert 0 < fetches["joined"] - joined_before and 0 < bound <= 1.2
+    assert r2.listing()["shard"]["overlapBoundSeconds"] == round(bound, 3)
     until(lambda: r2.readyz() == 200, timeout=5, what="r2 ready again")
 
 

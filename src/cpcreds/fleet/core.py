@@ -168,6 +168,8 @@ class Fleet:
             from .metrics import FleetCollector
 
             prometheus_registry.register(FleetCollector(self))
+            if shard is not None:
+                shard.register_metrics(prometheus_registry)  # its overlap series, as serve shows them
 
     # -- what the program reads ----------------------------------------------------------------
 

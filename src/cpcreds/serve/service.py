@@ -272,7 +272,6 @@ class Service:
 
     def _join_shard(self, loop: asyncio.AbstractEventLoop) -> None:
         from ..shard import Shard
-        from ..shard.metrics import OverlapCollector
 
         settings = self.settings
         shard = Shard(
@@ -290,7 +289,7 @@ class Service:
         self.keeper.may_fetch = shard.may_fetch  # owns, and counts the overlap a handover allows
         self.board.shard = ShardStatus(shard, self._ownership)
         self.metrics.register(ShardCollector(self.board.shard, lambda: len(self.keeper.keys) if self.keeper is not None else 0))
-        self.metrics.register(OverlapCollector(shard))
+        shard.register_metrics(self.metrics)
 
         def changed(_view: Any) -> None:  # on the shard's judge thread
             try:

@@ -599,16 +599,10 @@ class ShardStatus:
         return held, view.status_urls.get(held, "")
 
     def section(self, owned: int) -> dict[str, Any]:
-        """The ``shard`` section of ``/v1/clusters``."""
-        view = self.shard.membership
+        """The ``shard`` section of ``/v1/clusters``: the shard's own (:meth:`~cpcreds.shard.Shard.section`) and this replica's share."""
         total = len(self.ownership)
         return {
-            "identity": self.shard.identity,
-            "group": self.shard.group,
-            "namespace": self.shard.namespace,
-            "fresh": self.shard.fresh(),
-            "claiming": self.shard.claiming(),
-            "members": [{"identity": member, "statusUrl": view.status_urls.get(member, "")} for member in view.members],
+            **self.shard.section(),
             "profiles": total,
             "owned": owned,
             "share": round(owned / total, 4) if total else 0.0,

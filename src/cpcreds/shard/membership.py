@@ -183,6 +183,7 @@ class Shard:
         self._watch_response: Any = None
         self._kicked_at = -math.inf  # when the judge last ended a silent watch
         self._started = False
+        self._registries: list[Any] = []  # where register_metrics() put this shard's series
 
     def __repr__(self) -> str:
         return f"Shard(group={self.group!r}, namespace={self.namespace!r}, identity={self.identity!r})"
@@ -272,6 +273,36 @@ class Shard:
     def membership(self) -> Membership:
         """The latest view (see :class:`Membership`)."""
         return self._membership
+
+    def section(self) -> dict[str, Any]:
+        """This replica's membership as ``/v1/clusters`` shows it in its ``shard`` section (JSON
+        names): ``identity``, ``group``, ``namespace``, ``fresh``, ``claiming``, ``members``
+        (each ``identity`` and ``statusUrl``) and ``overlapBoundSeconds`` (:attr:`overlap`'s
+        ``bound``: the longest window the latest handover here opened in which the previous owner
+        might still fetch; 0 when none did)."""
+        view = self._membership
+        return {
+            "identity": self.identity,
+            "group": self.group,
+            "namespace": self.namespace,
+            "fresh": self.fresh(),
+            "claiming": self.claiming(),
+            "members": [{"identity": member, "statusUrl": view.status_urls.get(member, "")} for member in view.members],
+            "overlapBoundSeconds": round(self.overlap.bound, 3),
+        }
+
+    def register_metrics(self, registry: Any) -> None:
+        """Add this shard's own series (``cpcreds_shard_overlap_fetches_total{reason}``,
+        ``cpcreds_shard_overlap_bound_seconds``) to ``registry`` (a ``prometheus_client``
+        ``CollectorRegistry``), once per registry: serve and a ``Fleet`` given the same registry
+        may both ask."""
+        with self._lock:
+            if any(known is registry for known in self._registries):
+                return
+            self._registries.append(registry)
+        from .metrics import OverlapCollector
+
+        registry.register(OverlapCollector(self))
 
     def assignment(self, keys: Iterable[str]) -> Assignment:
         """Who owns each of ``keys`` in the latest view (CPU-bound: from a loop, use :meth:`assign`)."""
