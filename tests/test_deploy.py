@@ -88,7 +88,7 @@ def _shard_objects() -> dict[str, dict[str, Any]]:
 
 def test_the_shard_manifests_are_the_lease_role_its_binding_a_disruption_budget_and_the_deployment() -> None:
     objects = _shard_objects()
-    assert set(objects) == {"Role/cpcreds-shard-leases", "RoleBinding/cpcreds-shard-leases", "PodDisruptionBudget/cpcreds", "Deployment/cpcreds"}
+    assert set(objects) == {"Role/cpcreds-shard-leases", "RoleBinding/cpcreds-shard-leases", "PodDisruptionBudget/cpcreds", "Deployment/cpcreds-serve-sharded"}
     role = objects["Role/cpcreds-shard-leases"]
     assert role["metadata"]["namespace"] == "cpcreds-system"
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "delete"]}]
@@ -100,10 +100,20 @@ def test_the_shard_manifests_are_the_lease_role_its_binding_a_disruption_budget_
     assert budget["selector"]["matchLabels"] == _objects()["Deployment/cpcreds"]["spec"]["selector"]["matchLabels"]
 
 
+def test_applying_serve_and_shard_manifests_together_replaces_no_object_of_the_other() -> None:
+    # kubectl apply -f deploy/serve.yaml -f deploy/shard.yaml: an object in both would be one,
+    # the second file's (the single replica's Deployment silently became the sharded one).
+    assert not set(_objects()) & set(_shard_objects())
+    sharded = _shard_objects()["Deployment/cpcreds-serve-sharded"]
+    assert sharded["metadata"]["namespace"] == _objects()["Deployment/cpcreds"]["metadata"]["namespace"]
+    # Its pods are the Service's: requests reach the sharded replicas.
+    assert _objects()["Service/cpcreds"]["spec"]["selector"].items() <= sharded["spec"]["template"]["metadata"]["labels"].items()
+
+
 def test_the_shard_deployment_runs_three_replicas_of_serve_shard_on_the_hub_with_their_status_url() -> None:
     from cpcreds.cli import build_parser
 
-    deployment = _shard_objects()["Deployment/cpcreds"]
+    deployment = _shard_objects()["Deployment/cpcreds-serve-sharded"]
     single = _objects()["Deployment/cpcreds"]
     assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["selector"] == single["spec"]["selector"] == {"matchLabels": _shard_objects()["PodDisruptionBudget/cpcreds"]["spec"]["selector"]["matchLabels"]}
