@@ -256,6 +256,13 @@ def _load_text(text: str, source: str, syntax: Syntax, max_depth: int, max_alias
             if syntax == "json" or exc.kind != "syntax":
                 raise
         # Not JSON: YAML flow style ({a: 1}) starts the same way.
+    # The usual hand-written file is read without PyYAML (~12 ms to import); anything else, or
+    # anything wrong, is read by the builder below, which words the error.
+    from ._yamlsubset import DECLINED, read
+
+    value = read(text, _plain, max_depth=max_depth, max_nodes=max_nodes)
+    if value is not DECLINED:
+        return [value]
     return _YamlBuilder(source, max_depth, max_aliases, max_nodes).load(text)
 
 
