@@ -8,13 +8,11 @@ SIGSTOP/SIGCONT. The issue's full scenario (3,000 profiles, 6 s / 2 s / 4 s) is 
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import signal
 import time
-import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,135 +20,20 @@ import pytest
 import yaml
 
 from cpcreds.shard import assign
-from tests.fakes import mint
 from tests.fakes.fixtures import HUB_TOKEN
 from tests.fakes.hub import HubServer, lease
 from tests.fleet_harness import profile, until
+from tests.shard_harness import FAST, NAMESPACE, ShardedServe, expected, split, steady
 from tests.test_serve_process import Serve
-
-NAMESPACE = "cpcreds-system"
-FAST = ("2s", "1.2s", "0.4s")  # lease duration, renew deadline, retry interval
-
-
-class Replica:
-    """One ``cpcreds serve --shard`` process and what its endpoints say."""
-
-    def __init__(self, identity: str, process: Serve) -> None:
-        self.identity, self.process = identity, process
-        self.url = process.url
-
-    def get(self, path: str) -> tuple[int, dict[str, str], Any]:
-        """(status, headers, JSON body or text) without following redirects."""
-        parsed = urllib.parse.urlsplit(self.url)
-        connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            text = response.read().decode()
-            body = json.loads(text) if response.getheader("Content-Type", "").startswith("application/json") else text
-            return response.status, dict(response.getheaders()), body
-        finally:
-            connection.close()
-
-    def listing(self) -> dict[str, Any]:
-        status, _, body = self.get("/v1/clusters")
-        assert status == 200
-        return body
-
-    def ready_keys(self) -> set[str]:
-        """The profiles this replica holds ready; empty when the process is gone or stopped."""
-        try:
-            return {c["key"] for c in self.listing()["clusters"] if c["state"] == "ready"}
-        except OSError:
-            return set()
-
-    def ready_count(self) -> int:
-        """How many profiles this replica holds ready (a one-row page: cheap to poll)."""
-        try:
-            status, _, body = self.get("/v1/clusters?limit=1")
-        except OSError:
-            return 0
-        return body["counts"].get("ready", 0) if status == 200 else 0
-
-    def readyz(self) -> int:
-        return self.get("/readyz")[0]
-
-    def overlap(self) -> tuple[dict[str, float], float]:
-        """From ``/metrics``: overlap fetches by reason, and the overlap bound (seconds)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        fetches: dict[str, float] = {}
-        bound = -1.0
-        for family in text_string_to_metric_families(self.get("/metrics")[2]):
-            for sample in family.samples:
-                if sample.name == "cpcreds_shard_overlap_fetches_total":
-                    fetches[sample.labels["reason"]] = sample.value
-                elif sample.name == "cpcreds_shard_overlap_bound_seconds":
-                    bound = sample.value
-        return fetches, bound
 
 
 @pytest.fixture
-def fleet_on_hub(hub: HubServer, tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``fleet_on_hub(count)`` puts ``count`` mint profiles on the hub and returns a starter of
-    replicas: ``start(identity, seed, timings=FAST)``; every process is killed after the test."""
-    site = tmp_path / "site"
-    mint.install(site)
-    config = tmp_path / "providers.yaml"
-    config.write_text(yaml.safe_dump({"providers": [{"name": "mint", "type": "mint", "options": {"lifetime": 3600}}]}))
-    kubeconfig = hub.write_kubeconfig(tmp_path / "hub.kubeconfig", HUB_TOKEN)
-    started: list[Serve] = []
-
-    def put(count: int, first: int = 0) -> list[str]:
-        for index in range(first, first + count):
-            hub.put(profile(f"cluster-{index}", namespace="fleet"))
-        return [f"fleet/cluster-{index}" for index in range(first, first + count)]
-
-    def start(identity: str, seed: int, timings: tuple[str, str, str] = FAST, *extra: str) -> Replica:
-        lease, renew, retry = timings
-        args = ["--config", str(config), "--hub-kubeconfig", str(kubeconfig), "--shard", "--shard-namespace", NAMESPACE, "--shard-identity", identity]
-        args += ["--shard-lease-duration", lease, "--shard-renew-deadline", renew, "--shard-retry-interval", retry, "--per-profile-metrics", "true", *extra]
-        env = {"PYTHONPATH": str(site), "PYTHONHASHSEED": str(seed), "CPCREDS_DISABLE_PLUGINS": "", "CPCREDS_PLUGINS": "mint"}
-        process = Serve(args, env=env)
-        started.append(process)
-        return Replica(identity, process)
-
-    start.put = put  # type: ignore[attr-defined]
-    yield start
-    for process in started:
-        if process.process.poll() is None:
-            process.process.send_signal(signal.SIGCONT)
-        process.kill()
-
-
-def steady(replicas: list[Replica], keys: list[str]) -> dict[str, set[str]]:
-    """:func:`split`, once every replica is ready and sees all of them as members."""
-    names = sorted(r.identity for r in replicas)
-
-    def members_seen(replica: Replica) -> bool:
-        listing = replica.listing()
-        return listing["ready"] and [m["identity"] for m in listing["shard"]["members"]] == names
-
-    for replica in replicas:
-        until(lambda: members_seen(replica), timeout=20, what=f"{replica.identity} ready among {names}")
-    return split(replicas, keys)
-
-
-def split(replicas: list[Replica], keys: list[str]) -> dict[str, set[str]]:
-    """Each replica's ready keys, once every key is ready on exactly one of them."""
-    seen: dict[str, set[str]] = {}
-
-    def check() -> bool:
-        # Polled on counts first: listing thousands of profiles many times a second would
-        # slow down the replicas under test.
-        if sum(r.ready_count() for r in replicas) != len(keys):
-            return False
-        seen.update({r.identity: r.ready_keys() for r in replicas})
-        held = [key for keys_ in seen.values() for key in keys_]
-        return len(held) == len(keys) and set(held) == set(keys)
-
-    until(check, timeout=20, what="every profile ready on exactly one replica")
-    return dict(seen)
+def fleet_on_hub(hub: HubServer, tmp_path: Path) -> Iterator[ShardedServe]:
+    """``fleet_on_hub.put(count)`` puts ``count`` mint profiles on the hub; ``fleet_on_hub(identity,
+    seed, timings=FAST, *extra)`` starts a replica; every process is killed after the test."""
+    replicas = ShardedServe(hub, tmp_path)
+    yield replicas
+    replicas.close()
 
 
 def contexts(folder: Path) -> list[str]:
@@ -159,11 +42,6 @@ def contexts(folder: Path) -> list[str]:
     except FileNotFoundError:
         return []
     return [c["name"] for c in document.get("contexts") or []]
-
-
-def expected(keys: list[str], members: list[str]) -> dict[str, set[str]]:
-    owners = assign(keys, members).owners
-    return {member: {key for key in keys if owners[key] == member} for member in members}
 
 
 def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take_over_on_sigterm(fleet_on_hub: Any, tmp_path: Path) -> None:
