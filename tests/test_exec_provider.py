@@ -273,6 +273,17 @@ def test_child_left_holding_stdout_does_not_stall_a_finished_plugin(tmp_path: Pa
     assert process_gone(child)  # no helper outlives its plugin
 
 
+@pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "no-pidfd"])
+def test_output_larger_than_a_pipe_is_read_whole(use_pidfd: bool) -> None:
+    # Both pipes fill before the plugin can exit: a quiet wait for the exit alone must give way
+    # to reading them, and the answer arrives whole.
+    token = "t" * (100 * 1024)
+    plan = plan_for("--stderr-spam-bytes", str(300 * 1024), "--token", token, timeout="20s")
+    started = time.monotonic()
+    assert ExecProvider(use_pidfd=use_pidfd).get_credential(plan).token == token
+    assert time.monotonic() - started < 10  # not the 20 s deadline
+
+
 def test_sixty_megabytes_of_output_is_an_error_not_an_allocation() -> None:
     with pytest.raises(PluginExecutionError, match=r"wrote more than 4194304 bytes to stdout; killed"):
         fetch("--spam-bytes", str(60 * 1024 * 1024))
