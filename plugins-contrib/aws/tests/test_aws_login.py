@@ -47,6 +47,33 @@ def test_a_token_for_another_cluster_is_refused(aws, user, spoke, make_engine) -
     assert spoke.requests and spoke.requests[-1].auth == "rejected"
 
 
+def test_aws_security_token_wins_over_aws_session_token_as_botocore_reads_them(aws, spoke, make_engine, monkeypatch) -> None:
+    keys = aws.issue_session(aws.add_role("ci-runner"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys.secret_key)
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", keys.token)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "stale-session-token")
+    _list(make_engine(), spoke)
+    assert aws.verified == [(CLUSTER, keys.arn)]
+
+
+def test_a_named_profile_that_does_not_exist_fails_even_with_keys_in_the_environment(user, spoke, make_engine, monkeypatch) -> None:
+    # As aws eks get-token: botocore refuses a profile it cannot find before looking at the keys.
+    monkeypatch.setenv("AWS_PROFILE", "not-configured")
+    with pytest.raises(CredentialError) as caught:
+        make_engine().get_credential(profile(spoke))
+    assert "\n" not in str(caught.value) and user.secret_key not in str(caught.value)
+
+
+def test_the_config_files_region_signs_keys_from_the_environment(aws, user, spoke, make_engine, aws_env, monkeypatch) -> None:
+    monkeypatch.delenv("AWS_REGION")
+    with open(aws_env["AWS_CONFIG_FILE"], "w") as handle:
+        handle.write(f"[default]\nregion = {REGION}\n")
+    credential = make_engine().get_credential(profile(spoke))
+    assert token_url(credential.token)[1]["X-Amz-Credential"][0].split("/")[2] == REGION
+    assert aws.authenticator(CLUSTER)(credential.token)
+
+
 def test_shared_profile(aws, spoke, make_engine, aws_env) -> None:
     keys = aws.add_user("fleet-ci")
     with open(aws_env["AWS_SHARED_CREDENTIALS_FILE"], "w") as handle:

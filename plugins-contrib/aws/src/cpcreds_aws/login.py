@@ -7,9 +7,14 @@ what the AWS CLI finds, in its order: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_
 and ``AWS_ROLE_ARN``: IRSA), the container credentials endpoint (``AWS_CONTAINER_CREDENTIALS_FULL_URI``
 or ``_RELATIVE_URI``: EKS Pod Identity, ECS), then the instance metadata service (IMDSv2).
 
-When the keys are in the environment and the region is known without a profile, the session is
-not built at all: botocore's chain would take those keys first anyway, and building it costs
-more than everything else a token needs (an exec plugin's start is most of its answer).
+When the keys are in the environment and no profile is named (neither the ``profile`` option
+nor ``AWS_PROFILE``/``AWS_DEFAULT_PROFILE``), the session is not built at all: botocore's chain
+takes those keys first anyway (``AWS_SECURITY_TOKEN`` before ``AWS_SESSION_TOKEN``, as botocore
+reads them), and building it costs more than everything else a token needs (an exec plugin's
+start is most of its answer). The session is still built for what only it knows: keys with
+``AWS_CREDENTIAL_EXPIRATION`` (botocore refreshes them), and the region when no variable names
+one and a shared config file exists (its default profile's ``region``). The one difference: the
+shared files are then not read, so a malformed one that botocore would refuse goes unnoticed.
 
 botocore's credentials object refreshes itself (web identity, container and instance credentials
 expire); an assumed role's keys are kept until five minutes before they expire.
@@ -47,8 +52,10 @@ class Login:
     def region(self) -> str | None:
         """The option, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, else the profile's."""
         found = self.options.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        if found or self._env_keys() is not None and self.options.profile is None:
-            return found or None
+        if found:
+            return found
+        if self._session is None and self._env_keys() is not None and not _config_file_exists():
+            return None  # what the session would say: no variable and no file name a region
         with self._lock:
             return self._botocore_session(timeout=10.0).get_config_variable("region") or None
 
@@ -80,13 +87,19 @@ class Login:
             )
 
     def _env_keys(self) -> Keys | None:
-        access, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
-        if not access or not secret:
+        # botocore's EnvProvider, when botocore's chain would surely take its plain (not
+        # refreshable) credentials: partial keys are left to it (to raise its error), and so is a
+        # named profile (it takes the environment's keys only if the profile exists).
+        environ = os.environ
+        access, secret = environ.get("AWS_ACCESS_KEY_ID"), environ.get("AWS_SECRET_ACCESS_KEY")
+        if not access or not secret or self.options.profile is not None:
             return None
-        return Keys(access, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+        if any(environ.get(name) for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CREDENTIAL_EXPIRATION")):
+            return None
+        return Keys(access, secret, environ.get("AWS_SECURITY_TOKEN") or environ.get("AWS_SESSION_TOKEN") or None)
 
     def _chain_keys(self, timeout: float) -> Keys:
-        if self.options.profile is None and self._session is None:
+        if self._session is None:
             keys = self._env_keys()
             if keys is not None:
                 return keys
@@ -152,6 +165,11 @@ class Login:
         except (KeyError, TypeError):
             raise Unusable("STS AssumeRole answered without credentials") from None
         return keys, expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
+
+
+def _config_file_exists() -> bool:
+    # Where botocore reads the shared config file from.
+    return os.path.isfile(os.path.expanduser(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config"))
 
 
 def _client_config(timeout: float, *, fips: bool = False) -> Any:
