@@ -28,6 +28,9 @@ def test_an_exec_answer_loads_only_what_it_needs(aws, user, run_command) -> None
     modules = _loaded(run_command, [CPCREDS_AWS, "eks-token", "--cluster-name", CLUSTER])
     assert "cpcreds_aws" in modules and [cluster for cluster, _ in aws.verified] == [] and aws.calls("sts") == []
     assert sorted(modules & NOT_NEEDED) == []
+    # Keys in the environment: signed with the standard library (cpcreds_aws.sigv4), not botocore's
+    # signer (~70 ms: urllib3, xml.etree); and the console script does not register a plugin (pluggy).
+    assert sorted(modules & {"botocore", "urllib3", "xml", "pluggy"}) == []
 
 
 def test_a_kubelet_answer_loads_only_what_it_needs(aws, user, run_command) -> None:

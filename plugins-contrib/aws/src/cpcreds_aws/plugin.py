@@ -1,57 +1,19 @@
-"""Registers the ``aws`` provider type, and makes ``main`` for the ``cpcreds-aws`` console script:
-the same provider as a KEP-541 exec plugin, ``cpcreds-aws eks-token --cluster-name X`` answering
-as ``aws eks get-token --cluster-name X`` does (``eks get-token`` is accepted in place of
-``eks-token``, as is ``argocd-k8s-auth``'s ``aws``, and ``--output json`` is accepted, so a
-kubeconfig's ``aws`` or ``argocd-k8s-auth`` args carry over with only the command changed); and ``kubelet_main`` for ``cpcreds-aws-credential-provider``: the
-same provider as a kubelet image credential provider plugin for ECR (KEP-2133, see
-:mod:`cpcreds_aws.kubelet`). Options are flags (``--cluster-name=x`` or ``--cluster-name x``).
-"""
+"""Registers the ``aws`` provider type (the ``cpcreds`` entry point). The console scripts are in
+:mod:`cpcreds_aws.scripts` (``main`` and ``kubelet_main`` are kept here too, for callers of
+the old names)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from cpcreds.sdk import hookimpl, run_image_provider, run_provider
+from cpcreds.sdk import hookimpl
 
 from .provider import AwsProvider
+from .scripts import exec_arguments, kubelet_main, main
 
 __all__ = ["cpcreds_register_providers", "main", "kubelet_main", "AwsProvider", "exec_arguments"]
-
-#: The command ``cpcreds-aws`` runs, aws-cli's spelling of it, and argocd-k8s-auth's.
-_COMMANDS = (["eks-token"], ["eks", "get-token"], ["aws"])
-#: aws-cli's output flag: the answer is always JSON.
-_OUTPUT_JSON = (["--output", "json"], ["--output=json"])
 
 
 @hookimpl
 def cpcreds_register_providers(register: Any) -> None:
     register("aws", AwsProvider)
-
-
-def exec_arguments(argv: Sequence[str]) -> list[str]:
-    """``argv`` without the command (``eks-token``, ``eks get-token`` or ``aws``) and ``--output json``."""
-    arguments = list(argv)
-    for command in _COMMANDS:
-        if arguments[: len(command)] == command:
-            arguments = arguments[len(command) :]
-            break
-    for flag in _OUTPUT_JSON:
-        for at in range(len(arguments) - len(flag) + 1):
-            if arguments[at : at + len(flag)] == flag:
-                del arguments[at : at + len(flag)]
-                break
-    return arguments
-
-
-def main() -> NoReturn:
-    """Run the aws provider as a KEP-541 exec plugin (``cpcreds-aws eks-token ...``)."""
-    run_provider(AwsProvider, name="aws", argv=exec_arguments(sys.argv[1:]))
-
-
-def kubelet_main() -> NoReturn:
-    """Run the aws provider as a kubelet image credential provider plugin
-    (``cpcreds-aws-credential-provider``): ECR registries, user ``AWS``. A function rather than
-    ``kubelet_plugin_main(...)`` at import, so that ``cpcreds-aws`` never loads the KEP-2133 code."""
-    run_image_provider(AwsProvider, name="aws")
