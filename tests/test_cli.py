@@ -485,6 +485,9 @@ def test_token_never_appears_on_stderr(tmp_path: Path, level: str, fmt: str) -> 
     assert json.loads(result.stdout)["status"]["token"] == token
     assert "deprecated" in result.stderr  # logging did reach stderr
     assert token not in result.stderr
+    # Through the CLI's handler (installed when the first event came, see logs.configure_logging).
+    line = next(line for line in result.stderr.splitlines() if "deprecated" in line)
+    assert json.loads(line)["level"] == "warning" if fmt == "json" else line.startswith("cpcreds: warning: ")
 
 
 # -- kubeconfig --------------------------------------------------------------------------------

@@ -49,3 +49,34 @@ def test_plugins_warns_once_and_lists_the_failure(tmp_path: Path, env: dict[str,
         "cpcreds: warning: plugin failed to load; skipped plugin=test-vault distribution=cpcreds-test-vault error=ImportError: needs hvac>=2"
     ]
     assert "failed: test-vault (cpcreds-test-vault): ImportError: needs hvac>=2" in result.stdout
+
+
+def test_get_credential_shows_what_an_in_process_plugin_logs_through_its_handler(tmp_path: Path) -> None:
+    # get-credential puts its log handler off until something logs (logging is not imported by a
+    # run that logs nothing); a third-party plugin logging through the standard logger, on import
+    # and while it answers, still gets it: one line each, worded and redacted by cpcreds.
+    body = (
+        "import logging\n"
+        "from cpcreds.sdk import Credential, hookimpl\n"
+        "logging.getLogger('vendor').warning('loaded with password=hunter2')\n"
+        "class P:\n"
+        "    def __init__(self, options): pass\n"
+        "    def get_credential(self, plan):\n"
+        "        logging.getLogger('vendor').warning('asked for %s', plan.provider)\n"
+        "        return Credential(token='t')\n"
+        "@hookimpl\n"
+        "def cpcreds_register_providers(register):\n"
+        "    register('logging-vault', P)\n"
+    )
+    site = installed_distribution(
+        tmp_path / "site", dist="cpcreds-test-logging", module="cpcreds_test_logging", entry_points={"logging-vault": "cpcreds_test_logging"}, body=body
+    )
+    env = cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="", CPCREDS_PLUGINS="logging-vault")
+    config = write_config(tmp_path / "providers.yaml", {"name": "v", "type": "logging-vault"})
+    profile = write_yaml(tmp_path / "profile.yaml", cluster_profile("spoke-1", access_provider("v")))
+    result = run_cli("get-credential", "--no-cache", "--config", config, "--profile", profile, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "cpcreds: warning: loaded with password=[REDACTED]",
+        "cpcreds: warning: asked for v",
+    ]

@@ -334,6 +334,7 @@ _SERVE_FLAGS: tuple[tuple[str, str | None, str], ...] = (
     ("http_header_timeout", "DURATION", "a request's line and headers must arrive within this (default: 10s)"),
     ("http_max_connections", "N", "most HTTP connections at once, at most half the descriptor limit (default: 512)"),
     ("per_profile_metrics", "true|false|auto", "per-profile series on /metrics (default: auto, on up to 5,000 profiles)"),
+    ("dedupe", None, "act on one ClusterProfile per KEP-4322 inventory member, the oldest (default: on)"),
     ("shard", None, "split the inventory with other replicas on hub Leases (needs the hub; docs/sharding.md)"),
     ("shard_namespace", "NS", "namespace of the replicas' Leases (default: cpcreds-system)"),
     ("shard_group", "NAME", "the replicas that split one inventory (default: cpcreds)"),
@@ -1004,7 +1005,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         sys.stderr.write(f"cpcreds: error: invalid CPCREDS_* setting: {redact_text(' '.join(str(exc).split()))}\n")
         return 1
-    configure_logging(settings.log_level, settings.log_format)  # a stdlib handler; structlog waits for an event
+    # A stdlib handler (structlog waits for an event); get-credential, which kubectl runs on every
+    # command and which usually logs nothing, imports logging only when something logs.
+    configure_logging(settings.log_level, settings.log_format, on_first_use=args.command == "get-credential")
     from ._signals import exit_on_termination  # the exec provider's: commands that run no plugin do not need it
 
     # kubectl (or a shell, or systemd) may stop us with SIGTERM/SIGHUP mid-run: the plugin, in

@@ -16,11 +16,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "REDACTED"]
 
@@ -345,22 +347,47 @@ def get_logger(name: str) -> Any:
     """A structlog logger for library code: events go to ``logging.getLogger(name)``, redacted.
 
     The structlog logger is built (and structlog imported) on the first event the standard logger
-    of ``name`` is enabled for; an event below its level is dropped without running a processor."""
+    of ``name`` is enabled for; an event below its level is dropped without running a processor.
+    :mod:`logging` itself is imported by the first event of any level."""
     return _DeferredLogger(name)
 
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
-           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL}  # fmt: skip
+# The standard levels' numbers (logging.DEBUG ...), written out so that naming a level needs no
+# import of logging.
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "exception": 40, "critical": 50, "fatal": 50}
+
+#: configure_logging(..., on_first_use=True)'s arguments until logging is first used.
+_pending: tuple[str, str, Any] | None = None
+
+
+def stdlib_logging() -> Any:
+    """The :mod:`logging` module, with the configuration ``configure_logging(...,
+    on_first_use=True)`` put off installed first. Call it before running code that may log
+    through the standard logger without cpcreds' loggers (a third-party plugin's import)."""
+    global _pending
+    import logging
+
+    pending, _pending = _pending, None
+    if pending is not None:
+        _install(logging, *pending)
+    return logging
 
 
 class _DeferredLogger:
     """Stands for structlog's ``BoundLogger`` of one name until an event gets through."""
 
-    __slots__ = ("_stdlib", "_bound")
+    __slots__ = ("_name", "_stdlib", "_bound")
 
     def __init__(self, name: str) -> None:
-        self._stdlib = logging.getLogger(name)
+        self._name = name
+        self._stdlib: logging.Logger | None = None
         self._bound: Any = None
+
+    def _logger(self) -> logging.Logger:
+        stdlib = self._stdlib
+        if stdlib is None:
+            stdlib = self._stdlib = stdlib_logging().getLogger(self._name)
+        return stdlib
 
     def _structlog(self) -> Any:
         bound = self._bound
@@ -368,7 +395,7 @@ class _DeferredLogger:
             import structlog
 
             bound = self._bound = structlog.wrap_logger(
-                self._stdlib, processors=[redact_secrets, _to_stdlib], wrapper_class=structlog.stdlib.BoundLogger
+                self._logger(), processors=[redact_secrets, _to_stdlib], wrapper_class=structlog.stdlib.BoundLogger
             )
         return bound
 
@@ -376,44 +403,56 @@ class _DeferredLogger:
         level = _LEVELS.get(attribute)
         if level is None:  # bind(), new(), ...: structlog's own
             return getattr(self._structlog(), attribute)
-        stdlib = self._stdlib
 
         def log(event: Any = None, *args: Any, **fields: Any) -> Any:
-            if not stdlib.isEnabledFor(level):  # what the standard logger would decide anyway
+            if not self._logger().isEnabledFor(level):  # what the standard logger would decide anyway
                 return None
             return getattr(self._structlog(), attribute)(event, *args, **fields)
 
         return log
 
 
-class _Formatter(logging.Formatter):
-    def __init__(self, fmt: str) -> None:
-        super().__init__()
-        self._json = fmt == "json"
+def _formatter(logging: Any, fmt: str) -> logging.Formatter:
+    class _Formatter(logging.Formatter):  # type: ignore[name-defined,misc]
+        def format(self, record: logging.LogRecord) -> str:
+            event = getattr(record, "cpcreds_event", None)
+            if event is None:  # a record from another library: redact it too
+                event = {"event": record.getMessage()}
+                if record.exc_info:
+                    event["exception"] = self.formatException(record.exc_info)
+            event = dict(redact_secrets(None, "", dict(event)))
+            if fmt == "json":
+                payload = {"level": record.levelname.lower(), "logger": record.name, **event}
+                return json.dumps(payload, default=str, sort_keys=False)
+            message = event.pop("event", "")
+            fields = " ".join(f"{k}={v}" for k, v in event.items())
+            return f"cpcreds: {record.levelname.lower()}: {message} {fields}".rstrip()
 
-    def format(self, record: logging.LogRecord) -> str:
-        event = getattr(record, "cpcreds_event", None)
-        if event is None:  # a record from another library: redact it too
-            event = {"event": record.getMessage()}
-            if record.exc_info:
-                event["exception"] = self.formatException(record.exc_info)
-        event = dict(redact_secrets(None, "", dict(event)))
-        if self._json:
-            payload = {"level": record.levelname.lower(), "logger": record.name, **event}
-            return json.dumps(payload, default=str, sort_keys=False)
-        message = event.pop("event", "")
-        fields = " ".join(f"{k}={v}" for k, v in event.items())
-        return f"cpcreds: {record.levelname.lower()}: {message} {fields}".rstrip()
+    return _Formatter()
 
 
-def configure_logging(level: str = "warning", fmt: str = "console", stream: Any = None) -> None:
-    """Send every log record to stderr (or ``stream``) as console or JSON lines. CLI/serve only."""
+def configure_logging(level: str = "warning", fmt: str = "console", stream: Any = None, *, on_first_use: bool = False) -> None:
+    """Send every log record to stderr (or ``stream``) as console or JSON lines. CLI/serve only.
+
+    ``on_first_use=True`` (``cpcreds get-credential``, which usually logs nothing) puts the
+    handler off until :mod:`logging` is first used through cpcreds (an event of its loggers, or
+    :func:`stdlib_logging` before a third-party plugin is imported), if it is not imported yet:
+    a run that logs nothing does not import it (~4 ms)."""
+    global _pending
+    if on_first_use and "logging" not in sys.modules:
+        _pending = (level, fmt, stream or sys.stderr)
+        return
+    _pending = None
+    _install(stdlib_logging(), level, fmt, stream)
+
+
+def _install(logging: Any, level: str, fmt: str, stream: Any) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_Formatter(fmt))
+    handler.setFormatter(_formatter(logging, fmt))
     root = logging.getLogger()
     for existing in list(root.handlers):
         if getattr(existing, "_cpcreds", False):
             root.removeHandler(existing)
-    handler._cpcreds = True  # type: ignore[attr-defined]
+    handler._cpcreds = True
     root.addHandler(handler)
     root.setLevel(level.upper())

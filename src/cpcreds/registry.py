@@ -150,6 +150,10 @@ class ProviderRegistry:
             disable, allow = self._entry_points
             from importlib import metadata  # ~15 ms: only when a type that is not built in is asked for
 
+            from .logs import stdlib_logging
+
+            stdlib_logging()  # the CLI's log handler, if put off, is in place before a plugin can log
+
             for ep in metadata.entry_points(group=hookspecs.PROJECT_NAME):
                 if "*" in disable or ep.name in disable or (allow is not None and ep.name not in allow):
                     continue
