@@ -17,9 +17,14 @@ from secretreader_helpers import BIN, FLEET  # noqa: E402
 from tests.fakes.hub import HubServer, secret  # noqa: E402
 from tests.fakes.processes import imported_modules  # noqa: E402
 
-#: Never needed to answer once from a plain hub kubeconfig (the kubernetes client reads only the
-#: kubeconfigs the plain reading leaves to it; the options are read without pydantic).
-NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "kubernetes"}
+#: Never needed to answer once from a plain hub kubeconfig: the kubernetes client (and urllib3)
+#: serve only the kubeconfigs the plain reading leaves to them, the standard library's HTTPS the
+#: rest; the options are read without pydantic; the console scripts do not carry the pluggy hook;
+#: a hand-written kubeconfig is read without PyYAML.
+NOT_NEEDED = {
+    "pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "kubernetes", "urllib3", "pluggy", "yaml",
+    "requests", "cryptography", "asyncio",
+}  # fmt: skip
 
 
 def loaded_by(argv: list[str], stdin: bytes = b"", **env: str) -> set[str]:

@@ -11,18 +11,21 @@ Hub credentials, in order (as the Go plugins, plus explicit options):
 
 A plain kubeconfig (one file; a context whose cluster has a server, a CA and perhaps a TLS
 server name, and whose user has a token, a token file or a client certificate and key, inline or
-as files) and the in-cluster config are read here and served by :mod:`urllib3` directly, with an
-``ssl`` context built from the CA and client certificate: a one-shot run of the console scripts
-then does not import the ``kubernetes`` client (its package ``__init__`` loads the whole client
-and google-auth, requests-oauthlib and cryptography: 150-300 ms of a 30 ms job). Anything else
-(a KUBECONFIG list, an exec plugin, an auth-provider, a proxy, basic auth, a context or cluster
-that is missing) is read by the ``kubernetes`` client's own loader (``load_kube_config``), as
-before, which also words what is wrong with it.
+as files) and the in-cluster config are read here and served by the standard library's HTTPS
+(:mod:`cpcreds_secretreader.hubhttp`), with an ``ssl`` context built from the CA and client
+certificate: a one-shot run of the console scripts then imports neither the ``kubernetes``
+client (its package ``__init__`` loads the whole client and google-auth, requests-oauthlib and
+cryptography: 150-300 ms of a 30 ms job) nor urllib3 (~35 ms). Anything else (a KUBECONFIG list,
+an exec plugin, an auth-provider, a proxy in the kubeconfig or in ``HTTPS_PROXY``/``ALL_PROXY``,
+basic auth, a context or cluster that is missing) is read by the ``kubernetes`` client's own
+loader, as before, which also words what is wrong with it. A hub user's exec plugin is run by
+cpcreds' exec provider within the fetch's timeout (the loader would run it without one), and the
+client is built again shortly before the credential it gave expires.
 
-One :class:`HubClient` (one ``ApiClient``, one urllib3 connection pool) exists per
-:class:`HubSource` per process, shared by every provider that uses that source and closed when
-the last of them closes (:class:`HubClients`). It is thread-safe (urllib3's pool is); calls
-from many worker threads share its keep-alive connections.
+One :class:`HubClient` (an ``ApiClient`` with its urllib3 pool, or a plain hub with its pool of
+keep-alive connections) exists per :class:`HubSource` per process, shared by every provider that
+uses that source and closed when the last of them closes (:class:`HubClients`). It is
+thread-safe; calls from many worker threads share its keep-alive connections.
 
 The Secret is read with the ``ApiClient`` itself (``param_serialize`` + ``call_api``), not
 ``CoreV1Api``: the same request, headers and authentication, but without importing the
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -46,6 +50,8 @@ from cpcreds.sdk import DocumentError, load_document, open_regular, read_bounded
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
+
+    from .hubhttp import PlainHub
 
 __all__ = [
     "HubSource",
@@ -134,20 +140,37 @@ def default_namespace(
 
 
 class HubClient:
-    """One hub: an ``ApiClient`` with its connection pool (``api``), or a plain urllib3 pool
-    (:class:`_PlainHub`), and the kubeconfig context's namespace (``None`` for in-cluster config
-    or a context without one). Thread-safe."""
+    """One hub: an ``ApiClient`` with its urllib3 connection pool (``api``), or a
+    :class:`~cpcreds_secretreader.hubhttp.PlainHub` (the standard library's HTTPS), and the
+    kubeconfig context's namespace (``None`` for in-cluster config or a context without one).
+    ``expires_at`` (epoch seconds) is when the credential a hub exec plugin gave runs out, else
+    ``None``. Thread-safe."""
 
-    def __init__(self, api: ApiClient | _PlainHub, source: HubSource, context_namespace: str | None) -> None:
+    def __init__(
+        self, api: ApiClient | PlainHub, source: HubSource, context_namespace: str | None, *, expires_at: float | None = None
+    ) -> None:
         self.api = api
         self.source = source
         self.context_namespace = context_namespace
-        self.url = _without_userinfo(str(api.url) if isinstance(api, _PlainHub) else str(api.configuration.host))
+        self.expires_at = expires_at
+        self._plain = not hasattr(api, "param_serialize")
+        if self._plain:
+            from .hubhttp import TRANSPORT_ERRORS
+
+            self.url = _without_userinfo(str(api.url))
+            self._errors = TRANSPORT_ERRORS
+        else:
+            # The kubernetes client's ApiException(status=0) is how it reports TLS errors.
+            from kubernetes.client.exceptions import ApiException
+            from urllib3.exceptions import HTTPError
+
+            self.url = _without_userinfo(str(api.configuration.host))  # type: ignore[union-attr]
+            self._errors = (HTTPError, OSError, ApiException)
 
     def _get(self, namespace: str, name: str, timeout: float) -> Any:
-        """The urllib3 response to GET the Secret, its body not read yet."""
-        if isinstance(self.api, _PlainHub):
-            return self.api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}", timeout)
+        """The response to GET the Secret (urllib3's, or one with the same names), its body not read yet."""
+        if self._plain:
+            return self.api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}", timeout)  # type: ignore[union-attr]
         method, url, headers, _, _ = self.api.param_serialize(
             method="GET",
             resource_path="/api/v1/namespaces/{namespace}/secrets/{name}",
@@ -160,33 +183,24 @@ class HubClient:
     def read_secret(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
         """GET Secret ``namespace/name`` within ``timeout`` seconds; the object as a dict.
         Raises :class:`HubError` for anything else than a Secret."""
-        from urllib3.exceptions import HTTPError
-
-        # The kubernetes client's ApiException(status=0) is how it reports TLS errors; a plain
-        # hub never loads that module.
-        client_errors: tuple[type[BaseException], ...] = (HTTPError, OSError)
-        if not isinstance(self.api, _PlainHub):
-            from kubernetes.client.exceptions import ApiException
-
-            client_errors = (*client_errors, ApiException)
         where = f"Secret {namespace}/{name}"
         deadline = time.monotonic() + timeout
         failure = None
         try:
             raw = self._get(namespace, name, timeout)
-        except client_errors as exc:
+        except self._errors as exc:
             failure = _failure(exc)
         if failure is not None:
             # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
-            # hold a password) and nothing of them may chain onto ours.
+            # hold a password) and nothing of a transport's error may chain onto ours.
             raise HubError(_failure_message(failure, where, self.url, timeout))
         status = raw.status
         if status == 200:
-            return _secret_object(_read_bounded(raw, MAX_SECRET_BYTES, deadline, where, self.url, timeout), where, self.url)
+            return _secret_object(_read_bounded(raw, MAX_SECRET_BYTES, deadline, where, self.url, timeout, self._errors), where, self.url)
         try:
             # Read (and ignore) the error's body so that the connection can serve the next fetch;
             # one too large or too slow is dropped with its connection instead.
-            _read_bounded(raw, _MAX_ERROR_BYTES, deadline, where, self.url, timeout)
+            _read_bounded(raw, _MAX_ERROR_BYTES, deadline, where, self.url, timeout, self._errors)
         except HubError:
             pass
         raise HubError(_status_message(status, where, namespace, self.url), status=status)
@@ -208,13 +222,22 @@ def _without_userinfo(url: str) -> str:
 
 def _failure(exc: BaseException) -> str:
     """What kind of failure a transport exception is: ``connect``, ``timeout``, ``tls`` or its type."""
-    from urllib3.exceptions import NewConnectionError, SSLError, TimeoutError as Urllib3Timeout
+    import ssl
 
-    if isinstance(exc, NewConnectionError):  # before timeouts: it subclasses ConnectTimeoutError
+    urllib3_errors = sys.modules.get("urllib3.exceptions")  # only the kubernetes client's path loads it
+    if urllib3_errors is not None:
+        if isinstance(exc, urllib3_errors.NewConnectionError):  # before timeouts: it subclasses ConnectTimeoutError
+            return "connect"
+        if isinstance(exc, urllib3_errors.TimeoutError):
+            return "timeout"
+        if isinstance(exc, urllib3_errors.SSLError) or str(getattr(exc, "reason", "")).startswith("SSLError"):
+            return "tls"
+    plain = sys.modules.get("cpcreds_secretreader.hubhttp")
+    if plain is not None and isinstance(exc, plain.ConnectFailed):
         return "connect"
-    if isinstance(exc, (Urllib3Timeout, TimeoutError)):
+    if isinstance(exc, TimeoutError):
         return "timeout"
-    if isinstance(exc, SSLError) or str(getattr(exc, "reason", "")).startswith("SSLError"):
+    if isinstance(exc, ssl.SSLError):
         return "tls"
     return type(exc).__name__
 
@@ -226,11 +249,12 @@ def _failure_message(failure: str, where: str, url: str, timeout: float) -> str:
     return f"cannot read {where} from the hub {url}: {reason}"
 
 
-def _read_bounded(raw: Any, limit: int, deadline: float, where: str, url: str, timeout: float) -> bytes:
+def _read_bounded(
+    raw: Any, limit: int, deadline: float, where: str, url: str, timeout: float, errors: tuple[type[BaseException], ...]
+) -> bytes:
     """The body, at most ``limit`` bytes, read by ``deadline``. Each read is one receive whose
     socket timeout is what is left, so a hub that trickles its answer cannot hold the fetch past
-    the plan's timeout."""
-    from urllib3.exceptions import HTTPError
+    the plan's timeout. ``errors`` are the transport's exceptions."""
 
     too_large = f"the hub's answer for {where} is larger than {limit // 1024} KiB"
     declared = raw.headers.get("Content-Length")
@@ -254,7 +278,7 @@ def _read_bounded(raw: Any, limit: int, deadline: float, where: str, url: str, t
             size += len(chunk)
             if size > limit:
                 problem = too_large
-    except (HTTPError, OSError) as exc:
+    except errors as exc:
         failure = _failure(exc)
     if failure is not None:
         problem = _failure_message(failure, where, url, timeout)
@@ -298,16 +322,27 @@ class HubClients:
         self._clients: dict[HubSource, HubClient] = {}
         self._users: dict[HubSource, set[int]] = {}
 
-    def get(self, source: HubSource, user: object) -> HubClient:
-        """The client for ``source``, built if needed; ``user`` (a provider) holds it until
-        :meth:`release`. Raises :class:`HubError` when the hub config cannot be loaded."""
+    def get(self, source: HubSource, user: object, timeout: float) -> HubClient:
+        """The client for ``source``, built if needed (within ``timeout`` seconds less a margin,
+        a hub exec plugin included), and built again when the credential such a plugin gave is
+        about to expire; ``user`` (a provider) holds it until :meth:`release`. Raises
+        :class:`HubError` when the hub config cannot be loaded."""
+        # The margin: a hub exec plugin's failure, not the engine's "did not answer", is what
+        # the caller sees when it hangs.
+        deadline = time.monotonic() + timeout - min(0.5, 0.1 * timeout)
+        stale = None
         with self._lock:
             # Under the lock: concurrent first fetches build one client, not one each.
             client = self._clients.get(source)
+            if client is not None and client.expires_at is not None and time.time() > client.expires_at - min(_REFRESH_AHEAD, 10 * timeout):
+                stale, client = client, None
+                del self._clients[source]
             if client is None:
-                client = self._clients[source] = _build(source)
+                client = self._clients[source] = _build(source, deadline)
             self._users.setdefault(source, set()).add(id(user))
-            return client
+        if stale is not None:
+            stale.close()
+        return client
 
     def discard(self, source: HubSource, client: HubClient) -> None:
         """Forget ``client`` (after the hub refused its credentials), so that the next fetch
@@ -339,9 +374,11 @@ class HubClients:
 
 #: The clients of this process.
 HUB_CLIENTS = HubClients()
+#: A hub exec plugin's credential is fetched again this long (at most) before it expires.
+_REFRESH_AHEAD = 300.0
 
 
-def _build(source: HubSource) -> HubClient:
+def _build(source: HubSource, deadline: float) -> HubClient:
     plain = _plain_hub(source)
     if plain is not None:
         return HubClient(plain[0], source, plain[1])
@@ -350,7 +387,7 @@ def _build(source: HubSource) -> HubClient:
 
     configuration = Configuration()
     problem = None
-    context_namespace = None
+    context_namespace = expires_at = None
     try:
         if source.kind == "in-cluster":
             from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -359,8 +396,8 @@ def _build(source: HubSource) -> HubClient:
             environ = {"KUBERNETES_SERVICE_HOST": source.host or "", "KUBERNETES_SERVICE_PORT": source.port or ""}
             InClusterConfigLoader(str(directory / "token"), str(directory / "ca.crt"), environ=environ).load_and_set(configuration)
         else:
-            context_namespace = _load_kubeconfig(source, configuration)
-    except _NoKubeconfig as exc:
+            context_namespace, expires_at = _load_kubeconfig(source, configuration, deadline)
+    except _Worded as exc:
         problem = str(exc)
     except Exception as exc:  # the loaders raise ConfigException, yaml errors, OSError, ValueError...
         problem = f"cannot load the hub {source.describe()}: {_loader_reason(exc)}"
@@ -370,21 +407,28 @@ def _build(source: HubSource) -> HubClient:
     # default three retries would multiply the time a dead hub holds a fetch.
     configuration.retries = False
     configuration.client_go_retries = False
-    return HubClient(ApiClient(configuration), source, context_namespace)
+    return HubClient(ApiClient(configuration), source, context_namespace, expires_at=expires_at)
 
 
-class _NoKubeconfig(Exception):
-    pass
+class _Worded(Exception):
+    """A problem with the hub config whose message is ready to show as it is."""
 
 
-def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
+def _load_kubeconfig(source: HubSource, configuration: Any, deadline: float) -> tuple[str | None, float | None]:
+    """Load the kubeconfig ``source`` into ``configuration`` with the kubernetes client's loader
+    (KUBECONFIG lists merged as it merges them); its context's namespace, and when the
+    credential of the user's exec plugin expires (epoch seconds; None: no exec plugin, or no
+    expiry). The exec plugin is run here, by cpcreds, until ``deadline`` (monotonic): the loader
+    would run it without a deadline (a hanging one would hold every fetch of the process) and
+    leave it running."""
     from kubernetes.config import kube_config
+    from kubernetes.config.config_exception import ConfigException
 
     paths = [os.path.expanduser(p) for p in (source.kubeconfig or "").split(kube_config.ENV_KUBECONFIG_PATH_SEPARATOR) if p]
     if not any(os.path.isfile(p) for p in paths):
         # Worded so that no secret-looking name ("credentials:") precedes the path: redaction
         # would take the path for a credential and blank it.
-        raise _NoKubeconfig(
+        raise _Worded(
             f"no hub kubeconfig: {source.kubeconfig} does not exist and this is not a pod with a service account "
             "(set the kubeconfig option, or KUBECONFIG)"
         )
@@ -392,13 +436,107 @@ def _load_kubeconfig(source: HubSource, configuration: Any) -> str | None:
         # The kubernetes loader opens with a blocking open(): refuse a FIFO or a device first.
         if os.path.lexists(path):
             os.close(open_regular(path))
-    kube_config.load_kube_config(
-        config_file=source.kubeconfig, context=source.context, client_configuration=configuration, persist_config=False
+    merged = kube_config.KubeConfigMerger(source.kubeconfig)
+    if merged.config is None:
+        raise ConfigException("Invalid kube-config file. No configuration found.")
+    document = merged.config.value
+    context_name = source.context if source.context is not None else document.get("current-context")
+    context, _ = _merged_entry(document, "contexts", context_name)
+    body = context.get("context") if isinstance(context, dict) else None
+    body = body if isinstance(body, dict) else {}
+    expires_at = _run_exec_user(document, body, deadline)
+    # What load_kube_config does with a file, on the merged document it read (and we changed).
+    loader = kube_config.KubeConfigLoader(config_dict=merged.config, config_base_path=None, active_context=source.context)
+    loader.load_and_set(configuration)
+    namespace = body.get("namespace")
+    return (namespace if isinstance(namespace, str) and namespace.strip() else None), expires_at
+
+
+def _merged_entry(document: dict[str, Any], section: str, name: Any) -> tuple[Any, str | None]:
+    """The entry ``name`` of ``section`` in a merged kubeconfig (the merger wraps each entry in
+    a ``ConfigNode`` holding the file it came from), and that file."""
+    entries = document.get(section)
+    for item in entries if isinstance(entries, list) else ():
+        value, path = (item.value, item.path) if hasattr(item, "value") and hasattr(item, "path") else (item, None)
+        if isinstance(value, dict) and value.get("name") == name:
+            return value, path
+    return None, None
+
+
+def _run_exec_user(document: dict[str, Any], context: dict[str, Any], deadline: float) -> float | None:
+    """If the context's user runs an exec plugin, run it (cpcreds' exec provider, until
+    ``deadline``, its process group killed then) and put the credential it answers where
+    the ``exec`` entry was, for the loader to read as a static user. When it expires (epoch
+    seconds), else None. :class:`_Worded` when it fails."""
+    entry, path = _merged_entry(document, "users", context.get("user"))
+    user = entry.get("user") if isinstance(entry, dict) else None
+    if not isinstance(user, dict) or not isinstance(user.get("exec"), dict):
+        return None
+    from cpcreds import ExecProvider
+    from cpcreds.sdk import AccessPlan, CredentialError, ExecSpec
+
+    exec_entry = user["exec"]
+    command = exec_entry.get("command")
+    if not isinstance(command, str) or not command:
+        raise _Worded("the hub kubeconfig's user has an exec entry without a command")
+    # client-go runs a relative command with a slash from the kubeconfig's folder.
+    if "/" in command and not os.path.isabs(command) and path:
+        command = os.path.join(os.path.dirname(os.path.abspath(path)), command)
+    timeout = deadline - time.monotonic()
+    if timeout <= 0:
+        raise _Worded("no time was left to run the hub kubeconfig's exec plugin")
+    problem = None
+    runner = ExecProvider()
+    try:
+        spec = ExecSpec(
+            api_version=str(exec_entry.get("apiVersion") or ""),
+            command=command,
+            args=tuple(str(a) for a in exec_entry.get("args") or ()),
+            env=tuple((str(e.get("name")), str(e.get("value"))) for e in exec_entry.get("env") or () if isinstance(e, dict)),
+            provide_cluster_info=exec_entry.get("provideClusterInfo") is True,
+            interactive_mode="Never",  # a plugin run by a controller or the kubelet has no terminal
+            install_hint=str(exec_entry.get("installHint") or ""),
+        )
+        plan = AccessPlan(provider="hub kubeconfig", kind="exec", cluster=_exec_cluster(document, context), exec=spec, timeout=timeout)
+        credential = runner.get_credential(plan)
+    except CredentialError as exc:
+        problem = f"the hub kubeconfig's exec plugin failed: {' '.join(str(exc).split())}"
+    except (TypeError, ValueError, AttributeError):
+        problem = "the hub kubeconfig's user has an exec entry that is not valid"
+    finally:
+        runner.close()
+    if problem is not None:
+        raise _Worded(problem)
+    del user["exec"]
+    if credential.token:
+        user["token"] = credential.token
+    else:
+        import base64
+
+        user["client-certificate-data"] = base64.b64encode((credential.client_certificate_data or "").encode()).decode()
+        user["client-key-data"] = base64.b64encode((credential.client_key_data or "").encode()).decode()
+    return credential.expiration_timestamp.timestamp() if credential.expiration_timestamp is not None else None
+
+
+def _exec_cluster(document: dict[str, Any], context: dict[str, Any]) -> Any:
+    """The context's cluster as a KEP-541 ``Cluster`` (for ``provideClusterInfo``)."""
+    from cpcreds.sdk import EXEC_EXTENSION, ExecCluster
+
+    entry, _ = _merged_entry(document, "clusters", context.get("cluster"))
+    cluster = entry.get("cluster") if isinstance(entry, dict) else None
+    cluster = cluster if isinstance(cluster, dict) else {}
+    extension = None
+    for item in cluster.get("extensions") or ():
+        if isinstance(item, dict) and item.get("name") == EXEC_EXTENSION:
+            extension = item.get("extension")
+    return ExecCluster(
+        server=str(cluster.get("server") or ""),
+        tls_server_name=str(cluster.get("tls-server-name") or ""),
+        insecure_skip_tls_verify=cluster.get("insecure-skip-tls-verify") is True,
+        certificate_authority_data=str(cluster.get("certificate-authority-data") or ""),
+        proxy_url=str(cluster.get("proxy-url") or ""),
+        config=extension,
     )
-    contexts, current = kube_config.list_kube_config_contexts(source.kubeconfig)
-    chosen = current if source.context is None else next((c for c in contexts if c.get("name") == source.context), None)
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return namespace if isinstance(namespace, str) and namespace.strip() else None
 
 
 def _loader_reason(exc: BaseException) -> str:
@@ -416,58 +554,38 @@ def _loader_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__} (not a valid kubeconfig)"
 
 
-# -- plain hubs: urllib3 and an ssl context, without the kubernetes client ---------------------------
+# -- plain hubs: the standard library's HTTPS, without the kubernetes client ---------------------
 
 #: Largest hub kubeconfig read on the plain path (a larger one goes to the kubernetes loader).
 _MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
 #: What the plain path reads of a kubeconfig; any other field sends it to the kubernetes loader.
 _PLAIN_CLUSTER = {"server", "certificate-authority", "certificate-authority-data", "tls-server-name", "extensions"}
 _PLAIN_USER = {"token", "tokenFile", "token-file", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "extensions"}
+#: The variables that put a proxy between us and the hub (``urllib.request.getproxies``'s, for
+#: https): the kubernetes client applies them with NO_PROXY, so a hub behind one is its to reach.
+_PROXY_VARIABLES = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 
 
-class _PlainHub:
-    """A hub reached with urllib3 directly: one thread-safe pool for ``url``, the bearer token
-    (re-read from ``token_file`` for every request, as a projected token rotates)."""
-
-    def __init__(self, url: str, context: Any, server_hostname: str | None, token: str | None, token_file: str | None) -> None:
-        import urllib3
-
-        self.url = url.rstrip("/")
-        self._token, self._token_file = token, token_file
-        pool_options: dict[str, Any] = {"ssl_context": context, "retries": False}
-        if server_hostname:
-            pool_options["server_hostname"] = server_hostname
-        self._pool = urllib3.PoolManager(maxsize=10, **pool_options)
-
-    def get(self, path: str, timeout: float) -> Any:
-        headers = {"Accept": "application/json", "User-Agent": "cpcreds-secretreader"}
-        token = self._token
-        if self._token_file:
-            token = read_bounded(self._token_file, 64 * 1024).decode("utf-8", "replace").strip()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return self._pool.request("GET", self.url + path, headers=headers, timeout=timeout, preload_content=False, redirect=False)
-
-    def close(self) -> None:
-        self._pool.clear()
-
-
-def _plain_hub(source: HubSource) -> tuple[_PlainHub, str | None] | None:
+def _plain_hub(source: HubSource) -> tuple[PlainHub, str | None] | None:
     """A plain client and the context's namespace for ``source``, or ``None`` when the source
     needs the kubernetes loader (or is broken: that loader words the error)."""
+    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return None
     try:
         if source.kind == "in-cluster":
+            from .hubhttp import PlainHub, ssl_context
+
             directory = Path(source.service_account_dir or SERVICE_ACCOUNT_DIR)
             host = source.host or ""
             url = f"https://[{host}]:{source.port}" if ":" in host else f"https://{host}:{source.port}"
             ca = read_bounded(directory / "ca.crt", _MAX_KUBECONFIG_BYTES)
-            return _PlainHub(url, _ssl_context(ca, None, None), None, None, str(directory / "token")), None
+            return PlainHub(url, ssl_context(ca, None, None), None, None, str(directory / "token")), None
         return _plain_kubeconfig(source)
     except (OSError, ValueError, DocumentError):  # ssl.SSLError is an OSError
         return None
 
 
-def _plain_kubeconfig(source: HubSource) -> tuple[_PlainHub, str | None] | None:
+def _plain_kubeconfig(source: HubSource) -> tuple[PlainHub, str | None] | None:
     path = os.path.expanduser(source.kubeconfig or "")
     if not path or os.pathsep in path or not os.path.isfile(path):
         return None
@@ -495,7 +613,9 @@ def _plain_kubeconfig(source: HubSource) -> tuple[_PlainHub, str | None] | None:
     if token_file:
         token_file = os.path.join(base, token_file)
     namespace = context.get("namespace")
-    hub = _PlainHub(server, _ssl_context(ca, cert, key), cluster.get("tls-server-name"), token or None, token_file or None)
+    from .hubhttp import PlainHub, ssl_context
+
+    hub = PlainHub(server, ssl_context(ca, cert, key), cluster.get("tls-server-name"), token or None, token_file or None)
     return hub, namespace if isinstance(namespace, str) and namespace.strip() else None
 
 
@@ -524,19 +644,3 @@ def _data_or_file(section: dict[str, Any], name: str, base: str) -> bytes | None
             raise ValueError(f"{name} is not a string")
         return read_bounded(os.path.join(base, os.path.expanduser(path)), _MAX_KUBECONFIG_BYTES)
     return None
-
-
-def _ssl_context(ca: bytes | None, cert: bytes | None, key: bytes | None) -> Any:
-    import ssl
-    import tempfile
-
-    context = ssl.create_default_context(cadata=ca.decode("ascii") if ca else None)
-    if cert is not None and key is not None:
-        # ssl loads a client certificate from files only: a private file, removed at once.
-        with tempfile.TemporaryDirectory(prefix="cpcreds-hub-") as directory:
-            pem = os.path.join(directory, "client.pem")
-            descriptor = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(cert.rstrip(b"\n") + b"\n" + key)
-            context.load_cert_chain(pem)
-    return context

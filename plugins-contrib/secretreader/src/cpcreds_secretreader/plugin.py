@@ -10,13 +10,17 @@ Go plugins of kubernetes-sigs/cluster-inventory-api do. Flags set options: ``--n
 the kubelet side (KEP-2133): registry credentials from an image pull Secret on the hub
 (``--secret-name``, ``--namespace``, ``--cache-duration``), as a kubelet image credential
 provider plugin or in-process for :class:`cpcreds.ImageCredentials`.
+
+The console scripts' functions are defined in :mod:`cpcreds_secretreader.console` (which the
+scripts import, without pluggy) and importable from here too (loaded on first use: an engine that
+loads this plugin does not need the plugin runner).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cpcreds.sdk import hookimpl, kubelet_plugin_main, provider_main
+from cpcreds.sdk import hookimpl
 
 from .provider import DockerConfigSecretReaderProvider, KubeconfigSecretReaderProvider, SecretReaderProvider
 
@@ -30,10 +34,9 @@ def cpcreds_register_providers(register: Any) -> None:
     register("dockerconfig-secretreader", DockerConfigSecretReaderProvider)
 
 
-#: ``cpcreds-secretreader``: the drop-in for the Go ``secretreader`` plugin.
-secretreader_main = provider_main("secretreader", SecretReaderProvider)
-#: ``cpcreds-kubeconfig-secretreader``: the drop-in for the Go ``kubeconfig-secretreader`` plugin.
-kubeconfig_secretreader_main = provider_main("kubeconfig-secretreader", KubeconfigSecretReaderProvider)
-#: ``cpcreds-secretreader-credential-provider``: a kubelet image credential provider plugin
-#: (KEP-2133) answering from an image pull Secret on the hub (``--secret-name``).
-credential_provider_main = kubelet_plugin_main("dockerconfig-secretreader", DockerConfigSecretReaderProvider)
+def __getattr__(name: str) -> object:
+    if name in ("secretreader_main", "kubeconfig_secretreader_main", "credential_provider_main"):
+        from . import console
+
+        return getattr(console, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,18 +13,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cpcreds.sdk import (
-    CACHE_KEY_GLOBAL,
-    EXEC_EXTENSION,
-    AccessPlan,
-    Credential,
-    CredentialProviderRequest,
-    CredentialProviderResponse,
-    ExecCluster,
-    ProviderError,
-)
+from cpcreds.sdk import EXEC_EXTENSION, AccessPlan, Credential, ExecCluster, ProviderError
+
+if TYPE_CHECKING:  # the KEP-2133 types are imported by the image provider when it answers
+    from cpcreds.sdk import CredentialProviderRequest, CredentialProviderResponse
 
 from .hub import HUB_CLIENTS, SERVICE_ACCOUNT_DIR, HubClient, HubClients, HubError, HubSource, default_namespace, resolve_hub_source
 from .options import (
@@ -77,7 +71,7 @@ class _HubProvider:
             source = self._source
         problem = None
         try:
-            return self._hub_clients.get(source, self)
+            return self._hub_clients.get(source, self, plan.timeout)
         except HubError as exc:
             problem = str(exc)
         raise ProviderError(problem, provider=plan.provider)
@@ -263,6 +257,8 @@ class DockerConfigSecretReaderProvider(_HubProvider):
         name = self.options.secret_name
         where = f"Secret {namespace}/{name}"
         secret = self._read_secret(plan, hub, namespace, name)
+        from cpcreds.sdk import CACHE_KEY_GLOBAL, CredentialProviderResponse
+
         from .dockerconfig import DATA_KEYS, registry_auths
 
         problem = None
