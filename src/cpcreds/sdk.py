@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         run_provider,
     )
     from .policies import RefreshPolicy
-    from .providers.file import read_credential_file
+    from ._credfile import read_credential_file
 
 #: The module that defines each public name.
 _EXPORTS = {
@@ -117,7 +117,7 @@ _EXPORTS = {
     "_parse": ("load_document", "DocumentError", "read_bounded", "open_regular"),
     "_body": ("read_within", "BodyProblem"),
     "jwt": ("jwt_expiry",),
-    "providers.file": ("read_credential_file",),
+    "_credfile": ("read_credential_file",),
     "logs": ("redact_text", "get_logger"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .._parse import DocumentError, read_bounded
+from .._credfile import MAX_FILE_BYTES, read_credential_file
 from ..access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
@@ -35,30 +35,6 @@ from ..jwt import jwt_expiry
 __all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", "MAX_FILE_BYTES"]
 
 MAX_REFRESH_INTERVAL = 365 * 24 * 3600.0
-#: Largest file read (a token, or a certificate chain or key, is a few KiB).
-MAX_FILE_BYTES = 1024 * 1024
-
-
-def read_credential_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """The text of a regular file of at most ``max_bytes``; ``ValueError`` says why not.
-
-    Only regular files (or symlinks to them, as in projected volumes) are read: a device
-    (``/dev/zero``), a FIFO or a socket is refused before any read (:func:`read_bounded` opens
-    without blocking), so nothing can make a fetch hang or grow without bound.
-    ``FileNotFoundError`` is left to the caller.
-    """
-    try:
-        data = read_bounded(path, max_bytes)
-    except IsADirectoryError:
-        raise ValueError("is a directory") from None
-    except DocumentError as exc:
-        reason = f"is larger than {max_bytes // 1024} KiB" if exc.kind == "too-large" else exc.reason
-        raise ValueError(reason) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    raise ValueError("is not UTF-8 text")
 
 
 _OPTION_KEYS = frozenset(("tokenFile", "clientCertificateFile", "clientKeyFile", "refreshInterval"))
