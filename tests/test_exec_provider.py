@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -156,6 +157,32 @@ def test_non_interactive_plugin_gets_no_stdin_and_its_own_process_group(tmp_path
     seen = recorded(tmp_path / "seen.json")
     assert seen["stdin_isatty"] is False
     assert seen["exec_info"]["spec"]["interactive"] is False
+    assert seen["pgid_is_own"] is True
+
+
+def test_plugin_of_a_process_with_a_terminal_cannot_reach_that_terminal(tmp_path: Path) -> None:
+    # With a controlling terminal, a non-interactive plugin gets a session of its own (without a
+    # terminal, its own process group is enough): it can neither read the terminal nor be
+    # stopped by it. The engine runs in a child process that makes a pseudo-terminal its own.
+    primary, secondary = os.openpty()
+    script = (
+        "import os, sys\n"
+        "os.setsid()\n"
+        "os.close(os.open(sys.argv[1], os.O_RDWR))  # a session leader's first terminal becomes its own\n"
+        "assert os.open('/dev/tty', os.O_RDONLY) >= 0\n"
+        "from tests.test_exec_provider import fetch\n"
+        "fetch('--record', sys.argv[2])\n"
+    )
+    try:
+        subprocess.run(
+            [sys.executable, "-c", script, os.ttyname(secondary), str(tmp_path / "seen.json")],
+            cwd=Path(__file__).resolve().parent.parent, check=True, timeout=60, stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    seen = recorded(tmp_path / "seen.json")
+    assert seen["opens_terminal"] is False
     assert seen["pgid_is_own"] is True
 
 

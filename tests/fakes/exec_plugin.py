@@ -54,6 +54,15 @@ def _count(path: str) -> int:
         return sum(1 for _ in handle)
 
 
+def _opens_terminal() -> bool:
+    """Whether this process can open a controlling terminal (``/dev/tty``)."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK))
+    except OSError:
+        return False
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(add_help=False)
     for flag in ("--token", "--expires-in", "--expiration", "--cert", "--key", "--api-version", "--kind",
@@ -82,6 +91,7 @@ def main() -> int:
             "stdin_isatty": os.isatty(0) if not sys.stdin.closed else False,
             "stdin_line": stdin_line,
             "pgid_is_own": os.getpgid(0) == os.getpid(),
+            "opens_terminal": _opens_terminal(),
         }
         tmp = opts.record + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
