@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple
 
 from ._show import quoted, shown
+from .logs import _Pattern
 
 
 __all__ = [
@@ -82,7 +83,8 @@ class Limits(NamedTuple):
     max_aliases: int = DEFAULT_MAX_ALIASES
     max_nodes: int = DEFAULT_MAX_NODES
 
-_SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_.$/@:\-]{1,64}")
+# Patterns that only an error or an unusual document needs are compiled on first use.
+_SHOWABLE_KEY = _Pattern(r"[A-Za-z0-9_.$/@:\-]{1,64}")
 _TAG = "tag:yaml.org,2002:"
 
 
@@ -305,8 +307,8 @@ def _text(data: str | bytes, source: str, max_bytes: int) -> str:
 # -- JSON ----------------------------------------------------------------------------------------
 
 # A string, or an unterminated one up to the end: every match moves forward, so the scan is linear.
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_JSON_STRING = _Pattern(r'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
+_NOT_BRACKET = _Pattern(r"[^\[\]{}]+")
 
 
 class _JsonProblem(Exception):
@@ -741,7 +743,7 @@ class _YamlBuilder:
 
 
 # Quoted scalars and comments, removed before counting brackets (an unterminated one runs to the end).
-_YAML_QUOTED_OR_COMMENT = re.compile(r""""(?:[^"\\]|\\.)*+(?:"|\Z)|'(?:[^']|'')*+(?:'|\Z)|(?:^|(?<=[ \t]))#[^\n]*""", re.M | re.S)
+_YAML_QUOTED_OR_COMMENT = _Pattern(r""""(?:[^"\\]|\\.)*+(?:"|\Z)|'(?:[^']|'')*+(?:'|\Z)|(?:^|(?<=[ \t]))#[^\n]*""", re.M | re.S)
 
 
 def _flow_depth(text: str) -> int:

@@ -29,7 +29,8 @@ __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "
 class _Pattern:
     """A regular expression compiled on its first use. The redaction patterns take ~15 ms to
     compile, and most processes that import this module (``cpcreds get-credential`` answering)
-    never redact anything."""
+    never redact anything. Other modules use it too for patterns only an error or a rare input
+    needs."""
 
     __slots__ = ("_source", "_flags", "_compiled")
 
@@ -48,6 +49,12 @@ class _Pattern:
 
     def search(self, string: str) -> re.Match[str] | None:
         return self._get().search(string)
+
+    def match(self, string: str) -> re.Match[str] | None:
+        return self._get().match(string)
+
+    def fullmatch(self, string: str) -> re.Match[str] | None:
+        return self._get().fullmatch(string)
 
     def finditer(self, string: str) -> Any:
         return self._get().finditer(string)

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .kep import ExecCluster
-from .logs import redact_text
+from .logs import _Pattern, redact_text
 
 __all__ = [
     "ExecSpec",
@@ -39,7 +39,7 @@ _KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=s
 
 #: What masked values are replaced with.
 MASK = "***"
-_SECRET_FLAG = re.compile(
+_SECRET_FLAG = _Pattern(  # compiled by the first plan shown (mask_args): a credential's run needs none
     r"--?(?:[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[A-Za-z0-9_.-]*"
     r"|[A-Za-z0-9_.-]*key)",
     re.IGNORECASE,
