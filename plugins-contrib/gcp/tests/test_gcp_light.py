@@ -18,8 +18,9 @@ from tests.fakes.processes import imported_modules  # noqa: E402
 
 BIN = Path(sys.executable).parent
 #: Never needed to answer once: the options are a cpcreds.sdk.Options, read without pydantic;
-#: HTTP is urllib3 without requests.
-NOT_NEEDED = {"pydantic", "pydantic_core", "requests", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
+#: HTTP is urllib3 without requests; the console scripts do not carry the pluggy hook, and the
+#: key file is read without the file provider's module (which brings pluggy too).
+NOT_NEEDED = {"pydantic", "pydantic_core", "requests", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes", "pluggy"}
 
 
 def loaded_by(argv: list[str], stdin: bytes = b"", **env: str) -> set[str]:

@@ -18,7 +18,8 @@ from tests.fakes.processes import imported_modules  # noqa: E402
 from tests.fakes.spire import DEFAULT_IDENTITY  # noqa: E402
 
 BIN = Path(sys.executable).parent
-NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes"}
+#: The console script does not carry the pluggy hook (cpcreds_spire.console, not .plugin).
+NOT_NEEDED = {"pydantic", "pydantic_core", "structlog", "prometheus_client", "pydantic_settings", "yaml", "kubernetes", "pluggy"}
 
 
 def loaded_by(argv: list[str], **env: str) -> set[str]:

@@ -1,129 +1,18 @@
-"""cpcreds provider type ``spire``: a JWT-SVID from the SPIFFE Workload API (a SPIRE agent).
-
-The token is a JWT-SVID for the cluster's audience, fetched from the agent's unix socket; its
-``exp`` is the credential's expiry. The audience comes from, in this order: the ``audience``
-option (in the console script, ``-audience`` flags, including those a ClusterProfile appends
-under ``profileSourcedCLIArgsPolicy: Append``), ``audience`` in the ClusterProfile's
-``client.authentication.k8s.io/exec`` extension, the ``SPIFFE_JWT_AUDIENCE`` environment variable.
-The socket comes from the ``socket`` option, else ``SPIFFE_ENDPOINT_SOCKET``. The options are
-:class:`~cpcreds_spire.options.SpireOptions` (``cpcreds-spire --help`` lists them).
+"""Registers the ``spire`` provider type (entry point ``spire`` of the ``cpcreds`` group): a JWT-SVID
+from the SPIFFE Workload API, see :mod:`cpcreds_spire.provider`. The ``cpcreds-spire`` console
+script's ``main`` is defined in :mod:`cpcreds_spire.console` (imported without pluggy) and is
+importable from here too (loaded on first use).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cpcreds.sdk import AccessPlan, Credential, ProviderError, hookimpl, provider_main
+from cpcreds.sdk import hookimpl
 
-from .options import SpireOptions, parse_audience, workload_address
-from .svid import UnusableToken, check_token, expiry_from_exp
-from .workload import WorkloadClients, WorkloadError
-
-if TYPE_CHECKING:  # the spiffe client is imported when the Workload API is called (workload.py)
-    from spiffe import JwtSvid
+from .provider import AUDIENCE_ENV, SOCKET_ENV, SpireProvider
 
 __all__ = ["SpireProvider", "SOCKET_ENV", "AUDIENCE_ENV", "cpcreds_register_providers", "main"]
-
-#: The Workload API socket, as every SPIFFE library reads it.
-SOCKET_ENV = "SPIFFE_ENDPOINT_SOCKET"
-#: The audience when neither the options nor the profile name one (the SPIFFE project's exec
-#: plugin, k8s-spiffe-workload-jwt-exec-auth, reads the same variable).
-AUDIENCE_ENV = "SPIFFE_JWT_AUDIENCE"
-
-
-class SpireProvider:
-    """Built once per config entry. ``get_credential`` may run in many threads at once: they
-    share one Workload API client per socket."""
-
-    #: What ``cpcreds-spire --help`` lists and its flags may set.
-    options_model = SpireOptions
-
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self.options = SpireOptions.read(options)
-        self._workload = WorkloadClients()
-
-    def get_credential(self, plan: AccessPlan) -> Credential:
-        """A JWT-SVID for the plan's audience, expiring at its ``exp``; :class:`ProviderError`
-        (one line, naming the socket or the missing setting, never the token) otherwise."""
-        address = self._address(plan)
-        audience = self._audience(plan)
-        timeout = min(plan.timeout, self.options.timeout or plan.timeout)
-        wanted = self.options.spiffe_id
-        problem = None
-        try:
-            svids = self._workload.fetch_jwt_svids(address, audience, wanted, timeout)
-        except WorkloadError as exc:
-            problem = str(exc)
-        if problem is not None:
-            raise _error(plan, problem)
-        chosen = [svid for svid in svids if wanted is None or str(svid.spiffe_id) == wanted]
-        if not chosen:
-            # The request named the SPIFFE ID; an agent that answers with another is broken.
-            raise _error(plan, f"the SPIFFE Workload API at {address} returned no JWT-SVID for spiffeId {wanted}")
-        return _credential(plan, address, chosen[0])
-
-    def close(self) -> None:
-        """Close the connections to the agent (the engine calls this when it closes)."""
-        self._workload.close()
-
-    def _address(self, plan: AccessPlan) -> str:
-        if self.options.socket is not None:
-            return self.options.socket
-        configured = os.environ.get(SOCKET_ENV, "")
-        if not configured:
-            raise _error(plan, f"no SPIFFE Workload API socket: set the socket option (-socket) or {SOCKET_ENV}")
-        problem = None
-        try:
-            return workload_address(configured)
-        except ValueError as exc:
-            problem = f"{SOCKET_ENV} {exc}"
-        raise _error(plan, problem)
-
-    def _audience(self, plan: AccessPlan) -> tuple[str, ...]:
-        if self.options.audience is not None:
-            return self.options.audience
-        config = plan.cluster.config
-        if isinstance(config, Mapping) and config.get("audience") is not None:
-            return self._parse(plan, config["audience"], "audience in the ClusterProfile's client.authentication.k8s.io/exec extension")
-        from_env = os.environ.get(AUDIENCE_ENV, "")
-        if from_env:
-            return self._parse(plan, from_env, AUDIENCE_ENV)
-        raise _error(
-            plan,
-            "no audience for the JWT-SVID: set the audience option (-audience), audience in the "
-            f"ClusterProfile's client.authentication.k8s.io/exec extension, or {AUDIENCE_ENV}",
-        )
-
-    @staticmethod
-    def _parse(plan: AccessPlan, value: Any, where: str) -> tuple[str, ...]:
-        problem = None
-        try:
-            return parse_audience(value)
-        except ValueError as exc:
-            problem = f"{where} {exc}"
-        raise _error(plan, problem)
-
-
-def _credential(plan: AccessPlan, address: str, svid: JwtSvid) -> Credential:
-    """The bearer token and expiry of ``svid``, after the checks the ``spiffe`` package leaves
-    to us: the token's shape (it goes into an HTTP header) and a numeric ``exp`` to come."""
-    try:
-        token = check_token(svid.token)
-        expiry = expiry_from_exp(svid.expiry)
-    except UnusableToken as exc:
-        reason = str(exc)
-    else:
-        if expiry > datetime.now(timezone.utc):
-            return Credential(token=token, expiration_timestamp=expiry)
-        reason = "it has expired"
-    raise _error(plan, f"the SPIFFE Workload API at {address} returned a JWT-SVID that is not usable: {reason}")
-
-
-def _error(plan: AccessPlan, message: str) -> ProviderError:
-    return ProviderError(f"spire: {message}", provider=plan.provider)
 
 
 @hookimpl
@@ -131,5 +20,9 @@ def cpcreds_register_providers(register: Any) -> None:
     register("spire", SpireProvider)
 
 
-# The same provider as a KEP-541 exec plugin: the `cpcreds-spire` console script.
-main = provider_main("spire", SpireProvider)
+def __getattr__(name: str) -> object:
+    if name == "main":
+        from .console import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
