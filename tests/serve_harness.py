@@ -46,9 +46,9 @@ class RunningService:
         return {c["key"]: c for c in json.loads(body)["clusters"]}
 
     def wait_ready(self, timeout: float = 20.0) -> None:
-        keeper = self.service.keeper
-        assert keeper is not None
-        asyncio.run_coroutine_threadsafe(asyncio.wait_for(keeper.wait_ready(), timeout), self.loop).result(timeout + 1)
+        fleet = self.service.fleet
+        assert fleet is not None
+        assert fleet.wait_synced(timeout), "serve's first sync did not finish"
 
     def until(self, condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
         """Wait for an observable condition of the running service (polled every 20 ms)."""

@@ -34,9 +34,8 @@ from cpcreds import (
 from cpcreds.access import resolve_chain
 from cpcreds.engine import BackoffPolicy
 from cpcreds.logs import configure_logging
-from cpcreds.fleet.inventory import Change
-from cpcreds.serve.keeper import Keeper
-from cpcreds.serve.status import StatusBoard
+from cpcreds import Fleet as CredentialFleet
+from cpcreds.fleet.inventory import ProfileFeed
 from tests.fakes.builders import access_provider, cluster_profile, exec_config
 
 SECRET = "tok-SECRET-f41c9"
@@ -360,22 +359,13 @@ def test_api_client_uses_the_answering_providers_endpoint_and_refreshes_its_cred
     assert fleet.runs("a") == 1 and len(count.read_text().splitlines()) == 2
 
 
-def test_keeper_shows_which_provider_answered(fleet: Fleet) -> None:
+def test_the_fleet_shows_which_provider_answered(fleet: Fleet) -> None:
     engine = fleet.engine(fleet.config(fleet.entry("a"), fleet.entry("b")), backoff=BackoffPolicy(initial=30, jitter=0))
     fleet.down("a")
-
-    async def run() -> dict[str, Any]:
-        board = StatusBoard()
-        keeper = Keeper(engine, board)
-        keeper.apply(Change(upserts={"fleet-system/c1": (profile("a", "b"), "test")}))
-        keeper.inventory_loaded()
-        await asyncio.wait_for(keeper.wait_ready(), 20)
-        await keeper.close()
-        (row,) = [r.to_dict() for r in board._rows()]
-        return row
-
-    row = asyncio.run(run())
-    assert (row["provider"], row["answeredBy"], row["state"]) == ("a", "b", "ready")
+    with CredentialFleet(engine, feed=ProfileFeed([profile("a", "b")]), require_healthy=False) as fleet_of_one:
+        assert fleet_of_one.wait_synced(20)
+        (cluster,) = fleet_of_one.clusters.values()
+        assert (cluster.provider, cluster.answered_by, cluster.state) == ("a", "b", "ready")
 
 
 # -- the chain, for any config and profile -------------------------------------------------------

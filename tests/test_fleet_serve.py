@@ -40,3 +40,15 @@ def test_serve_acts_on_the_oldest_profile_of_an_inventory_member_and_says_so(sta
     running.until(lambda: not any("KEP-4322" in o for o in json.loads(running.get("/v1/clusters")[2])["problems"]), what="the problem to clear")
     write_profiles(tmp_path / "profiles", {"again.yaml": member("again", "m2", "2025-01-01T00:00:00Z")})
     running.until(lambda: set(running.clusters()) == {"fleet-system/again", "fleet-system/alone"}, what="the older profile")
+
+
+def test_serve_with_dedupe_off_acts_on_every_profile(start_serve: Any) -> None:
+    running = start_serve(
+        [MINT],
+        {"old.yaml": member("old", "m1", "2026-01-01T00:00:00Z"), "new.yaml": member("new", "m1", "2026-02-01T00:00:00Z")},
+        serve_section={"dedupe": False},
+    )
+    running.wait_ready()
+    assert set(running.clusters()) == {"fleet-system/old", "fleet-system/new"}
+    problems = json.loads(running.get("/v1/clusters")[2])["problems"]
+    assert not any("KEP-4322" in origin for origin in problems)

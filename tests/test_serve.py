@@ -173,6 +173,20 @@ def test_a_failing_profile_is_retried_with_backoff_and_shows_its_error(start_ser
     assert mint.calls["broken"] == 1  # backed off, not retried in a loop
 
 
+def test_a_profile_that_failed_over_shows_which_provider_answered(start_serve: Any) -> None:
+    first = {"name": "first", "type": "mint", "failover": True}
+    second = {"name": "second", "type": "mint"}
+    offered = cluster_profile(
+        "both",
+        access_provider("first", "https://both.test:6443", exec_extension={"clusterName": "both-first", "fail": True}),
+        access_provider("second", "https://both.test:6443", exec_extension={"clusterName": "both-second"}),
+    )
+    running = start_serve([first, second], {"a.yaml": offered})
+    running.wait_ready()
+    row = running.clusters()["fleet-system/both"]
+    assert (row["provider"], row["answeredBy"], row["state"]) == ("first", "second", "ready")
+
+
 def test_credentials_are_refreshed_ahead_of_expiry(start_serve: Any) -> None:
     short = {"name": "mint", "type": "mint", "options": {"lifetime": 2}}
     running = start_serve([short], {"a.yaml": mint_profile("short-lived")})

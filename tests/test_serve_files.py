@@ -217,10 +217,11 @@ def test_a_kubeconfig_that_cannot_be_written_is_a_per_profile_problem_retried_an
 
     def added() -> dict[str, Any] | None:
         clusters = {c["key"]: c for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]}
-        return clusters.get("fleet-system/two") if clusters.get("fleet-system/two", {}).get("kubeconfigError") else None
+        cluster = clusters.get("fleet-system/two", {})
+        # Its credential does not wait for its kubeconfig: it comes while the files cannot be written.
+        return cluster if cluster.get("kubeconfigError") and cluster["state"] == "ready" else None
 
-    cluster = _until(added, "the new profile's kubeconfig error")
-    assert cluster["state"] == "ready"  # its credential does not wait for its kubeconfig
+    cluster = _until(added, "the new profile's credential, with its kubeconfig error")
     assert cluster["kubeconfigError"].startswith(f"cannot write {kubeconfigs}/fleet-system.two.yaml: ")
     assert "kubeconfig not written: cannot write" in _get(url + "/")[1]
     problems = _until(lambda: json.loads(_get(url + "/v1/clusters")[1])["problems"], "the folder's problem")

@@ -41,13 +41,15 @@ class FleetCluster:
     (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
     """
 
-    def __init__(self, key: str, profile: dict[str, Any]) -> None:
+    def __init__(self, key: str, profile: dict[str, Any], origin: str = "") -> None:
         #: ``namespace/name`` (``name`` for a profile without a namespace).
         self.key = key
         namespace, _, name = key.rpartition("/")
         self.namespace, self.name = namespace, name
         #: The ClusterProfile as the inventory holds it now.
         self.profile = profile
+        #: Where the inventory found it: the file, or the hub and namespace.
+        self.origin = origin
         #: One of :data:`CLUSTER_STATES`.
         self.state = "pending"
         #: Why the last fetch failed, or why the profile is unusable (redacted; None when fine).
@@ -65,6 +67,23 @@ class FleetCluster:
         self._lock = threading.Lock()
         #: Whether the current binding has answered once (the fleet's gate reads it).
         self._credentialed = False
+        #: When the held credential expires (epoch seconds; None: no expiry, or none held).
+        self.expires_at: float | None = None
+        #: When the fleet fetches again (epoch seconds; None: not planned, the credential does
+        #: not expire).
+        self.next_refresh: float | None = None
+        #: When a fetch last brought a new credential (epoch seconds). Kept across a changed
+        #: profile until the new plan's first answer.
+        self.last_success: float | None = None
+        #: The provider whose credential is held: :attr:`provider` unless the profile failed
+        #: over to another (``failover: true``); None before the first answer.
+        self.answered_by: str | None = None
+        #: What the fleet's probe found last (see ``FleetHooks.probe``), or None.
+        self.probe: Any = None
+        # The plan that answered and its credential: dropped from the engine's cache when the
+        # cluster goes.
+        self._answered: Any = None
+        self._credential: Any = None
 
     @property
     def provider(self) -> str | None:

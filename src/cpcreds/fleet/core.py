@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +34,7 @@ from ..logs import get_logger, redact_text
 from ..policies import BackoffPolicy
 from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated, close_now
 from .health import is_healthy
+from .hooks import FleetHooks
 from .hub import HubOptions, HubSource
 from .inventory import Change, DirectorySource, ProfileFeed
 from .members import Deduplicator
@@ -45,6 +47,10 @@ _log = get_logger("cpcreds.fleet")
 Callback = Callable[[FleetCluster], Any]
 #: How long closing one asyncio client on its own loop may take before the fleet moves on.
 _CLIENT_CLOSE_SECONDS = 1.0
+#: How soon to look again when the engine answered from its cache while its own background
+#: refresh runs (the fleet then picks up the new credential), and the shortest wait after a
+#: failure while the held credential is still valid.
+_RECHECK_SECONDS = 1.0
 
 
 class _Subscriber:
@@ -77,6 +83,10 @@ class Fleet:
     The fleet starts the shard (unless it runs already) and stops it when it closes, after its
     own tasks, releasing the Lease so the other replicas take over at once. ``on_engage``, ``on_update`` and ``on_disengage`` are called with
     the :class:`FleetCluster`. ``concurrency`` bounds the fetches the fleet starts at once.
+    Refreshes come ahead of the engine's refresh point, up to ``jitter`` of the time to it
+    earlier, spread at random (never later, so spreading the load never risks an expiry).
+    ``hooks`` (a :class:`~cpcreds.fleet.hooks.FleetHooks`) hears every change of a cluster's
+    state, plan and inventory, and may probe clusters.
 
     Start it with ``with``/``async with`` or :meth:`start`; :meth:`close` ends every watch,
     task, thread and plugin process within about a second. Construction raises
@@ -103,6 +113,8 @@ class Fleet:
         backoff: BackoffPolicy | None = None,
         prometheus_registry: Any = None,
         shard: Any = None,
+        jitter: float = 0.1,
+        hooks: FleetHooks | None = None,
     ) -> None:
         given = [name for name, value in (("hub", hub), ("folder", folder), ("feed", feed), ("source", source)) if value is not None]
         if len(given) != 1:
@@ -114,11 +126,13 @@ class Fleet:
         if hub is not None:
             source = HubSource(hub)
         elif folder is not None:
-            directory = DirectorySource(folder)
-            source = _Folder(directory, scan_interval)
+            source = FolderSource(DirectorySource(folder), scan_interval)
         elif feed is not None:
             source = feed
         self.source = source
+        # cpcreds' own sources parse (or copy) every profile and never change one once sent:
+        # the engine may keep them as they are. A program's source may not promise that.
+        self._owned_profiles = isinstance(source, (HubSource, FolderSource, ProfileFeed))
         if isinstance(config, CredentialEngine):
             self.engine, self._owns_engine = config, False
         else:
@@ -138,6 +152,8 @@ class Fleet:
         self.dedupe = dedupe
         self._callbacks = {"engage": on_engage, "update": on_update, "disengage": on_disengage}
         self.concurrency = concurrency
+        self.jitter = jitter
+        self.hooks = hooks or FleetHooks()
         self.backoff = backoff or BackoffPolicy(initial=1.0, maximum=300.0)
         self._lock = threading.RLock()  # clusters, subscribers, counters: written by the fleet loop
         self._clusters: dict[str, FleetCluster] = {}
@@ -145,7 +161,9 @@ class Fleet:
         self._emitting: dict[str, asyncio.Task[None]] = {}
         self._members = Deduplicator()
         self.shard = shard
-        self._ownership = Ownership(shard.owns) if shard is not None else None
+        #: With a shard: the :class:`~cpcreds.fleet.ownership.Ownership` filter holding every
+        #: standing profile of the inventory (who owns what); else None.
+        self.ownership = Ownership(shard.owns) if shard is not None else None
         # Synced waits for the shard's first claim: before it, this replica owns nothing.
         self._claimed = shard is None
         self._rebalancing: asyncio.Task[None] | None = None
@@ -161,6 +179,7 @@ class Fleet:
         self._callback_queue: queue.SimpleQueue[tuple[Callback, FleetCluster] | None] = queue.SimpleQueue()
         self._callback_thread: threading.Thread | None = None
         self._main: asyncio.Task[None] | None = None
+        self._running: asyncio.Task[Any] | None = None  # the program's task in run()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
         self._started = threading.Event()
@@ -206,6 +225,23 @@ class Fleet:
             return {origin: problem for origin, problem in self._problems.items() if problem}
 
     @property
+    def members(self) -> Any:
+        """The KEP-4322 :class:`~cpcreds.fleet.members.MemberIndex` (``stands(key)``): read it
+        on the fleet's loop (a :class:`~cpcreds.fleet.hooks.FleetHooks` method)."""
+        return self._members.index
+
+    def __len__(self) -> int:
+        """How many clusters the fleet tracks now (engaged or not)."""
+        return len(self._clusters)
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(clusters whose first fetch is done, clusters tracked): the first sync's progress."""
+        with self._lock:
+            total = len(self._clusters)
+            return total - len(self._waiting), total
+
+    @property
     def synced(self) -> bool:
         """True once the inventory has been listed and every cluster had its first fetch."""
         return self._synced.is_set()
@@ -232,20 +268,71 @@ class Fleet:
         self._callback_thread.start()
         self._thread.start()
         self._started.wait()
+        self._join_shard()
+        return self
+
+    def _join_shard(self) -> None:
         if self.shard is not None:
             self._unsubscribe = self.shard.subscribe(self._membership_changed)
             if not self.shard.running:
                 self.shard.start()
             self._membership_changed(self.shard.membership)
-        return self
+
+    async def run(self) -> None:
+        """Run the fleet on the calling event loop (no thread of its own) until the task is
+        cancelled, then end its watches, tasks and clients as :meth:`close` does (the shard is
+        stopped, an engine the fleet made closed). For a program whose own work shares the
+        fleet's loop, as ``cpcreds serve`` does; callbacks still run in their own thread."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed or self._thread is not None:
+                raise ConfigError("this Fleet is running or closed", source="Fleet")
+            self._thread = threading.current_thread()
+            self._loop, self._running = loop, asyncio.current_task()
+            self._callback_thread = threading.Thread(target=self._run_callbacks, name="cpcreds-fleet-callbacks", daemon=True)
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._callback_thread.start()
+        self._main = loop.create_task(self._watch_inventory(), name="cpcreds-fleet-inventory")
+        self._join_shard()
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            with self._lock:
+                self._closed = True
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            await self._stop_tasks()
+            if self.shard is not None:
+                await asyncio.to_thread(self.shard.stop)  # after the fleet's work: the Lease goes
+            if self._owns_engine:
+                await self.engine.aclose()
+            self._callback_queue.put(None)
+            for subscriber in self._take_subscribers():
+                _deliver(subscriber, None)
+
+    async def use_engine(self, engine: CredentialEngine) -> None:
+        """Resolve every cluster again through ``engine`` and keep its credentials from now on
+        (``cpcreds serve``'s config reload). Call it on the fleet's loop (with :meth:`run`);
+        the previous engine is the caller's to close. An engaged cluster whose plan is the same
+        keeps its engagement and gets new clients (an :class:`Updated` event)."""
+        self.engine = engine
+        for cluster in list(self._clusters.values()):
+            self._upsert(cluster.key, cluster.profile, cluster.origin, rebind=True)
 
     def close(self) -> None:
         """Stop the inventory, every cluster task and every client the clusters handed out,
         end the event iterators, kill running plugins (when the fleet made its engine), and end
         the fleet's threads, within about a second. Sends no :class:`Disengaged` events.
-        Idempotent; safe from any thread but the fleet's own."""
+        Idempotent; safe from any thread but the fleet's own. A fleet in :meth:`run` is
+        asked to end (its task cancelled) and closes as that task ends."""
         with self._lock:
             if self._closed:
+                return
+            if self._running is not None:  # run() on a program's loop: ending that task closes
+                try:
+                    self._loop.call_soon_threadsafe(self._running.cancel)  # type: ignore[union-attr]
+                except RuntimeError:  # that loop is closed: the task ended with it
+                    pass
                 return
             self._closed = True
             thread, loop = self._thread, self._loop
@@ -337,7 +424,12 @@ class Fleet:
             _log.error("inventory source stopped", error=problem)
 
     async def _shutdown(self) -> None:
-        tasks = [task for task in (self._main, self._rebalancing, *self._tasks.values(), *self._emitting.values()) if task is not None]
+        await self._stop_tasks()
+        assert self._loop is not None
+        self._loop.call_soon(self._loop.stop)
+
+    async def _stop_tasks(self) -> None:
+        tasks = [task for task in (self._main, self._rebalancing, *self._tasks.values(), *self._emitting.values()) if task is not None and task is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -345,8 +437,6 @@ class Fleet:
         clients = [client for cluster in list(self._clusters.values()) for client in cluster._take_clients()]
         if clients:
             await _close_all(clients)
-        assert self._loop is not None
-        self._loop.call_soon(self._loop.stop)
 
     def _run_callbacks(self) -> None:
         while True:
@@ -374,15 +464,17 @@ class Fleet:
         if self.dedupe:
             with self._lock:  # the index is read by duplicates from other threads
                 change = self._members.apply(change)
-        if self._ownership is not None:
-            change = self._ownership.apply(change)
+        standing = change
+        if self.ownership is not None:
+            change = self.ownership.apply(change)
         self._apply_standing(change)
+        self.hooks.inventory(standing, change)
 
     def _apply_standing(self, change: Change) -> None:
         for key in change.deletes:
             self._remove(key, "moved" if key in change.moved else "duplicate" if key in change.superseded else "deleted")
-        for key, (profile, _origin) in change.upserts.items():
-            self._upsert(key, profile)
+        for key, (profile, origin) in change.upserts.items():
+            self._upsert(key, profile, origin)
         self._check_synced()
 
     # -- the shard (membership changes arrive on the shard's judge thread) ------------------------
@@ -404,54 +496,63 @@ class Fleet:
         self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance(), name="cpcreds-fleet-rebalance")
 
     async def _rebalance(self) -> None:
-        assert self.shard is not None and self._ownership is not None
+        assert self.shard is not None and self.ownership is not None
         while True:
             self._rebalance_again = False
             claiming = self.shard.claiming()
-            self._apply_standing(await self._ownership.reassign(self.shard))
+            self._apply_standing(await self.ownership.reassign(self.shard))
             if claiming and not self._claimed:
                 self._claimed = True
                 self._check_synced()
             if not self._rebalance_again:
                 return
 
-    def _upsert(self, key: str, profile: dict[str, Any]) -> None:
+    def _upsert(self, key: str, profile: dict[str, Any], origin: str, *, rebind: bool = False) -> None:
+        """Take ``profile`` for ``key``: O(1) for the fleet (one resolve, one task at most).
+        ``rebind``: resolve it again through the current engine even if nothing changed."""
         cluster = self._clusters.get(key)
-        if cluster is not None and cluster.profile is profile:
-            return
+        if cluster is not None and not rebind:
+            if cluster.profile is profile or cluster.profile == profile:
+                cluster.profile, cluster.origin = profile, origin
+                return
         if cluster is None:
-            cluster = FleetCluster(key, profile)
+            cluster = FleetCluster(key, profile, origin)
             with self._lock:
                 self._clusters[key] = cluster
             self._waiting.add(key)
-        elif cluster.profile == profile:
-            cluster.profile = profile
-            return
-        cluster.profile = profile
+        cluster.profile, cluster.origin = profile, origin
         cluster.healthy = is_healthy(profile)
         old = cluster.binding
         try:
-            binding = self.engine.bind(profile)
+            binding = self.engine.bind(profile, owned=self._owned_profiles)
         except CredentialError as exc:
             self._unusable(cluster, "unmatched" if isinstance(exc, NoMatchingProvider) else "invalid", str(exc))
             return
-        if old is not None and binding.plan == old.plan and key in self._tasks:
+        if not rebind and old is not None and binding.plan == old.plan and key in self._tasks:
             # Same endpoint and provider: same binding and clients; only the gate may change.
             if self._gate(cluster) == "stay":
                 self._emit(cluster, Updated(cluster, False))
+            self.hooks.plan(key, old.plan, profile)
+            self.hooks.changed(cluster)
             return
         self._stop_task(key)
         changed_clients = cluster.engaged
         cluster.binding, cluster.state, cluster.last_error, cluster.failures = binding, "pending", None, 0
+        cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster._answered = cluster._credential = None
         cluster._credentialed = False
+        self.hooks.plan(key, binding.plan, profile)
+        self.hooks.changed(cluster)
         self._tasks[key] = asyncio.get_running_loop().create_task(self._keep(cluster, binding, changed_clients), name=f"cpcreds-fleet:{key}")
 
     def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
         self._stop_task(cluster.key)
         cluster.binding, cluster.state, cluster.last_error = None, state, redact_text(message)
+        cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
         _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
         if cluster.engaged:
             self._disengage(cluster, "unusable")
+        self.hooks.plan(cluster.key, None, None)
+        self.hooks.changed(cluster)
         self._first_done(cluster.key)
 
     def _remove(self, key: str, reason: str) -> None:
@@ -461,11 +562,15 @@ class Fleet:
         self._stop_task(key)
         with self._lock:
             del self._clusters[key]
+        if cluster._answered is not None and cluster._credential is not None:
+            self.engine.invalidate(cluster._answered, cluster._credential)  # a gone cluster's credential goes
         self._first_done(key)
         if cluster.engaged:
             self._disengage(cluster, reason)
         elif cluster._clients or cluster._stale:
             self._emit(cluster, None)  # close what a program took from a cluster never engaged
+        self.hooks.removed(cluster)
+        self.hooks.plan(key, None, None)
 
     def _stop_task(self, key: str) -> None:
         task = self._tasks.pop(key, None)
@@ -475,11 +580,12 @@ class Fleet:
     # -- one cluster ---------------------------------------------------------------------------
 
     async def _keep(self, cluster: FleetCluster, binding: Any, replacing: bool) -> None:
-        """Fetch, then refresh ahead of expiry; back off on failure. ``replacing``: the cluster
-        was engaged on an older binding, and its first answer here is an update (or, if it
-        fails, a disengage)."""
+        """Fetch, then refresh ahead of expiry; back off on failure; probe when the hooks ask.
+        ``replacing``: the cluster was engaged on an older binding, and its first answer here
+        is an update (or, if it fails, a disengage)."""
         assert self._slots is not None
-        shard = self.shard
+        shard, hooks = self.shard, self.hooks
+        next_probe = 0.0
         while True:
             if shard is not None and not shard.may_fetch(cluster.key):
                 # Self-fencing: this replica's Lease is stale or the key moved; the rebalance
@@ -496,8 +602,7 @@ class Fleet:
                 return
             now = time.time()
             if answer is not None:
-                cluster.failures, cluster.last_error = 0, None
-                cluster.state = "ready" if cluster.healthy or not self.require_healthy else "unhealthy"
+                delay = self._succeeded(cluster, answer, now)
                 first = not cluster._credentialed
                 cluster._credentialed = True
                 if first:
@@ -508,24 +613,68 @@ class Fleet:
                     else:
                         self._gate(cluster)
                     self._first_done(cluster.key)
-                expiry = answer.credential.expiration_timestamp
-                if expiry is None:
-                    await asyncio.Event().wait()  # good until the profile changes
-                refresh_at = self.engine.refresh_policy.refresh_at(now, expiry.timestamp())
-                delay = max(1.0, refresh_at - now)
             else:
-                cluster.failures += 1
-                cluster.last_error = redact_text(str(error))
-                cluster.state = "failing"
-                if cluster.failures == 1 or cluster.failures % 10 == 0:
-                    _log.warning("credential fetch failed", profile=cluster.key, error=cluster.last_error, failures=cluster.failures)
+                assert error is not None
+                delay = self._failed(cluster, error, now)
                 if not cluster._credentialed:
                     if replacing and cluster.engaged:
                         replacing = False
                         self._disengage(cluster, "credential")
                     self._first_done(cluster.key)
-                delay = self.backoff.delay(cluster.failures)
+            hooks.changed(cluster)
+            if answer is not None and hooks.probe_interval > 0 and now >= next_probe:
+                cluster.probe = await hooks.probe(cluster)
+                next_probe = now + hooks.probe_interval
+                if delay is None or delay > hooks.probe_interval:
+                    delay = hooks.probe_interval
+                hooks.changed(cluster)
+            if delay is None:
+                await asyncio.Event().wait()  # good until the profile changes
             await asyncio.sleep(delay)
+
+    def _succeeded(self, cluster: FleetCluster, answer: Any, now: float) -> float | None:
+        """Record an answer; returns how long until the next fetch (None: not before the
+        profile changes, the credential does not expire)."""
+        credential = answer.credential
+        renewed = credential is not cluster._credential
+        cluster._answered, cluster._credential, cluster.answered_by = answer.plan, credential, answer.plan.provider
+        cluster.failures, cluster.last_error = 0, None
+        cluster.state = "ready" if cluster.healthy or not self.require_healthy else "unhealthy"
+        if renewed:
+            cluster.last_success = now
+        expiry = credential.expiration_timestamp
+        delay: float | None
+        if expiry is None:
+            cluster.expires_at = delay = None
+        else:
+            cluster.expires_at = expiry.timestamp()
+            refresh_at = self.engine.refresh_policy.refresh_at(now, cluster.expires_at)
+            if refresh_at <= now:
+                delay = _RECHECK_SECONDS  # answered from the cache while the engine refreshes
+            else:
+                # Jitter pulls the refresh earlier, never later, so spreading load never risks expiry.
+                delay = (refresh_at - now) * (1.0 - random.uniform(0.0, self.jitter))
+        if cluster.binding is not None and answer.plan is not cluster.binding.plan:
+            # Failed over: look again at the engine's backoff pace, so the cluster goes back
+            # to its preferred provider soon after that answers again.
+            maximum = self.engine.backoff_policy.maximum
+            delay = maximum if delay is None else min(delay, maximum)
+        cluster.next_refresh = now + delay if delay is not None else None
+        return delay
+
+    def _failed(self, cluster: FleetCluster, error: CredentialError, now: float) -> float:
+        """Record a failed fetch; returns the backoff until the next one (shorter while the
+        held credential is still valid, so it is renewed before it expires if it can be)."""
+        cluster.failures += 1
+        cluster.last_error = redact_text(str(error))
+        cluster.state = "failing"
+        delay = self.backoff.delay(cluster.failures)
+        if cluster.expires_at is not None and cluster.expires_at > now:
+            delay = min(delay, max(_RECHECK_SECONDS, (cluster.expires_at - now) / 2))
+        cluster.next_refresh = now + delay
+        if cluster.failures == 1 or cluster.failures % 10 == 0:
+            _log.warning("credential fetch failed", profile=cluster.key, provider=cluster.provider, error=cluster.last_error, failures=cluster.failures)
+        return delay
 
     def _gate(self, cluster: FleetCluster) -> str:
         """Engage or disengage ``cluster`` as its credential and health say; returns what it
@@ -561,6 +710,7 @@ class Fleet:
     def _check_synced(self) -> None:
         if self._listed and self._claimed and not self._waiting and not self._synced.is_set():
             self._synced.set()
+            self.hooks.synced()
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -627,12 +777,12 @@ def _deliver(subscriber: _Subscriber, event: FleetEvent | None) -> bool:
     return True
 
 
-class _Folder:
-    """The folder source with the fleet's scan interval."""
+class FolderSource:
+    """A folder of ClusterProfile files as a fleet's source: rescanned every ``scan_interval``
+    seconds; ``on_scan(problem)`` hears after each scan whether the folder could be listed."""
 
-    def __init__(self, directory: DirectorySource, scan_interval: float) -> None:
-        self.directory, self.scan_interval = directory, scan_interval
+    def __init__(self, directory: DirectorySource, scan_interval: float, on_scan: Callable[[str | None], None] | None = None) -> None:
+        self.directory, self.scan_interval, self.on_scan = directory, scan_interval, on_scan
 
     async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
-        await self.directory.run(emit, listed, scan_interval=self.scan_interval)
-
+        await self.directory.run(emit, listed, scan_interval=self.scan_interval, on_scan=self.on_scan)

@@ -1,7 +1,8 @@
 """``cpcreds serve``: a fleet's credentials kept warm, watched and visible.
 
-See docs/serve.md. The pieces: :mod:`.settings` (flags, ``CPCREDS_*``, the config's ``serve:``
-section), :mod:`.inventory` and :mod:`.hub` (where profiles come from), :mod:`.keeper` (fetch and
-refresh through the engine), :mod:`.kubeconfigs`, :mod:`.status`, :mod:`.http` and :mod:`.page`
-(what is shown), :mod:`.service` (the wiring, reload and shutdown).
+See docs/serve.md. serve is a :class:`~cpcreds.Fleet` (inventory sources, KEP-4322 deduplication,
+shard ownership and the keeping of credentials live in :mod:`cpcreds.fleet`) plus: :mod:`.settings`
+(flags, ``CPCREDS_*``, the config's ``serve:`` section), :mod:`.kubeconfigs`, :mod:`.probe`,
+:mod:`.status`, :mod:`.http` and :mod:`.page` (what is shown), and :mod:`.service` (the wiring,
+reload and shutdown).
 """

@@ -1,13 +1,15 @@
-"""``cpcreds serve``: the inventory source, the keeper, the kubeconfig writer and the HTTP
-endpoints, wired together, with reload (SIGHUP, config file change) and graceful shutdown
-(SIGTERM/SIGINT within ``shutdownTimeout``).
+"""``cpcreds serve``: a :class:`~cpcreds.Fleet` (the inventory source, KEP-4322 deduplication,
+shard ownership and the keeping of every credential) plus the HTTP endpoints and the kubeconfig
+writer, with reload (SIGHUP, config file change) and graceful shutdown (SIGTERM/SIGINT within
+``shutdownTimeout``).
 
-How one profile flows: a source reports it in a :class:`~cpcreds.fleet.inventory.Change`; the
-service remembers it (so a reload can start over) and hands the change to the keeper; the keeper
-resolves it through the engine, tells the kubeconfig writer, and runs its fetch/refresh task;
-the HTTP thread reads the status board. With ``--shard``, a
-:class:`~cpcreds.fleet.ownership.Ownership` filter between the deduplication and the keeper passes
-on only the profiles this replica owns, and membership changes rebalance them (docs/sharding.md).
+How one profile flows: a source reports it to the fleet, which resolves it through the engine
+and keeps its credential fresh (its own loop is serve's: :meth:`~cpcreds.Fleet.run`); the
+fleet's hooks (:class:`_ServeHooks`) copy each change of a cluster to the status board, which the
+HTTP thread reads, and each change of its plan to the kubeconfig writer. Serve engages every
+credentialed profile whatever its health (it shows the ``ControlPlaneHealthy`` condition). With
+``--shard`` the fleet acts only on the profiles this replica owns (docs/sharding.md); serve still
+writes every profile's kubeconfig (they hold no credential).
 """
 
 from __future__ import annotations
@@ -30,16 +32,18 @@ from .._parse import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
+from ..fleet.cluster import FleetCluster
+from ..fleet.core import Fleet, FolderSource
+from ..fleet.health import control_plane_healthy
+from ..fleet.hooks import FleetHooks
+from ..fleet.inventory import Change, DirectorySource
+from ..fleet.members import MemberIndex
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
-from ..fleet.inventory import Change, DirectorySource
-from ..fleet.members import Deduplicator, MemberIndex
-from ..fleet.ownership import Ownership
-from .keeper import Keeper
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
 from .settings import ServeSettings, UnusableFolder, parse_listen
-from .status import ServeCollector, ShardCollector, ShardStatus, StatusBoard
+from .status import ClusterStatus, ServeCollector, ShardCollector, ShardStatus, StatusBoard
 
 __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
@@ -72,89 +76,66 @@ class Service:
         self.metrics = CollectorRegistry()
         self.board = StatusBoard(source=settings.source)
         self.metrics.register(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
-        self._profiles: dict[str, tuple[dict[str, Any], str]] = {}
-        self._members = Deduplicator()
-        self._duplicates: dict[tuple[str, str], list[str]] = {}
-        self._changes: asyncio.Queue[Change | None] = asyncio.Queue()
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
-        self._listed = False
         self.engine: CredentialEngine | None = None
-        self.keeper: Keeper | None = None
+        #: The fleet that keeps every profile's credential (made when run() starts).
+        self.fleet: Fleet | None = None
         self.writer: KubeconfigWriter | None = None
         self._directory: DirectorySource | None = None
+        self._hooks = _ServeHooks(self)
         self.http = None
         self.exit_code = 0
         self.shard: Any = None
-        self._ownership: Ownership | None = None
-        self._claimed = False  # the shard claimed keys once: the first sync may finish
-        self._rebalancing: asyncio.Task[None] | None = None
-        self._rebalance_again = False
 
     # -- wiring ------------------------------------------------------------------------------
 
-    def _start_generation(self, config: ProviderConfig) -> None:
-        """A new engine and keeper for ``config``, tracking every known profile."""
+    def _new_engine(self, config: ProviderConfig) -> CredentialEngine:
         settings = self.settings
         engine = CredentialEngine(
             config,
             registry=self.registry,
             prometheus_registry=self.metrics,  # metrics are per registry: engines of reloads share them
-            # Every profile stays cached: the keeper, not LRU eviction, decides what is dropped.
+            # Every profile stays cached: the fleet, not LRU eviction, decides what is dropped.
             max_entries=_MAX_ENTRIES,
             max_concurrent_fetches=settings.concurrency,
             max_fetches_per_provider=settings.concurrency,
         )
-        prober = Prober(engine, path=settings.probe_path, timeout=settings.probe_timeout) if settings.probe_path else None
-        keeper = Keeper(
+        self._hooks.prober = Prober(engine, path=settings.probe_path, timeout=settings.probe_timeout) if settings.probe_path else None
+        self.engine, self.config = engine, config
+        return engine
+
+    def _new_fleet(self, engine: CredentialEngine) -> Fleet:
+        settings = self.settings
+        if settings.source == "hub":
+            from ..fleet.hub import HubSource
+
+            source: Any = HubSource(self._hub_options())
+        else:
+            source = FolderSource(self._directory or DirectorySource(self._profiles_dir()), settings.scan_interval, on_scan=self._folder_state)
+        return Fleet(
             engine,
-            self.board,
+            source=source,
+            # serve keeps every profile's credential whatever its health, and shows the condition.
+            require_healthy=False,
+            dedupe=settings.dedupe,
             concurrency=settings.concurrency,
             jitter=settings.refresh_jitter,
-            probe=prober,
-            probe_interval=settings.probe_interval,
-            on_plan=self._kubeconfig_plan if self.writer is not None else None,
-            # Self-fencing: no fetch for a profile this replica no longer owns, or while its
-            # Lease is stale (the rebalance under way then stops the profile's task).
-            may_fetch=self.shard.may_fetch if self.shard is not None else None,
+            shard=self.shard,
+            hooks=self._hooks,
         )
-        self.engine, self.keeper, self.config = engine, keeper, config
-        if self._profiles:
-            keeper.apply(Change(upserts=dict(self._profiles)))
-        if self._ownership is not None:
-            for key in self._ownership.unowned():  # their plans may differ under the new config
-                self._write_unowned(key)
-        if self._listed and self._claimed:
-            keeper.inventory_loaded()
 
-    async def _end_generation(self, keeper: Keeper, engine: CredentialEngine) -> None:
-        await keeper.close()
-        await engine.aclose()
-
-    def _apply(self, change: Change) -> None:
-        # KEP-4322: one profile per inventory member, as a Fleet does (cpcreds.fleet.members).
-        change = self._members.apply(change)
-        duplicates = self._members.index.duplicates()
-        if duplicates != self._duplicates:
-            self._duplicates = duplicates
-            change.problems[_DUPLICATES] = _duplicates_problem(duplicates, self._members.index)
-        if self._ownership is not None:
-            standing, change = change, self._ownership.apply(change)
-            if self.writer is not None:
-                # Kubeconfigs hold no credential: every replica writes every profile's; the
-                # keeper writes those this replica owns, these are the others.
-                for key in standing.deletes - change.deletes:
-                    self.writer.update(key, None, None)
-                for key in standing.upserts.keys() - change.upserts.keys():
-                    self._write_unowned(key)
-        self._apply_owned(change)
-
-    def _apply_owned(self, change: Change) -> None:
-        for key in change.deletes:
-            self._profiles.pop(key, None)
-        self._profiles.update(change.upserts)
-        assert self.keeper is not None
-        self.keeper.apply(change)
+    def _write_unowned(self, key: str) -> None:
+        """Write the kubeconfig of a profile another replica owns (resolved, never fetched)."""
+        ownership = self.fleet.ownership if self.fleet is not None else None
+        profile = ownership.profile(key) if ownership is not None else None
+        if self.writer is None or self.engine is None or profile is None:
+            return
+        try:
+            plan = self.engine.resolve(profile)
+        except CredentialError:
+            plan = None  # its owner shows why on its page; here there is nothing to write
+        self.writer.update(key, plan, profile if plan is not None else None)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -174,7 +155,7 @@ class Service:
         gc.set_threshold(_FIRST_SYNC_GC_THRESHOLD, *self._gc_thresholds[1:])
         self._check_folders()
         self._describe_on_board()
-        self._start_generation(self.config)
+        engine = self._new_engine(self.config)
         host, port = parse_listen(settings.listen)
         from .http import ConnectionLimits, StatusServer
 
@@ -192,7 +173,10 @@ class Service:
             raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}{hint}", source="serve settings") from None
         self.http.start()
         if settings.shard:
-            self._join_shard(loop)
+            self._make_shard()
+        self.fleet = fleet = self._new_fleet(engine)
+        if self.shard is not None:
+            self._show_shard(fleet)
         for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
             try:
                 loop.add_signal_handler(signum, event.set)
@@ -201,48 +185,26 @@ class Service:
         self._announce()
         if on_started is not None:
             on_started(self)
-        tasks = [
-            loop.create_task(self._source(), name="cpcreds-serve-source"),
-            loop.create_task(self._consume(), name="cpcreds-serve-changes"),
-            loop.create_task(self._housekeeping(), name="cpcreds-serve-housekeeping"),
-        ]
+        running = loop.create_task(fleet.run(), name="cpcreds-serve-fleet")
+        tasks = [loop.create_task(self._housekeeping(), name="cpcreds-serve-housekeeping")]
         try:
             while not self._stop.is_set():
                 stop = loop.create_task(self._stop.wait())
                 reload = loop.create_task(self._reload.wait())
-                done, _ = await asyncio.wait({stop, reload, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({stop, reload, running, *tasks}, return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
                 reload.cancel()
-                for task in tasks:
+                for task in (running, *tasks):
                     if task in done and task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
                 if self._reload.is_set() and not self._stop.is_set():
                     self._reload.clear()
                     await self.reload("SIGHUP")
         finally:
-            await self._shutdown(tasks)
+            await self._shutdown(running, tasks)
             gc.set_threshold(*self._gc_thresholds)
             gc.unfreeze()  # an in-process caller (tests) gets its collector back as it was
         return self.exit_code
-
-    def _kubeconfig_plan(self, key: str, plan: Any, profile: Any) -> None:
-        """The keeper's word on a profile's kubeconfig; a profile that moved to another replica
-        keeps its kubeconfig here too."""
-        assert self.writer is not None
-        self.writer.update(key, plan, profile)
-        if plan is None and self._ownership is not None and self._ownership.holds(key) and key not in self._ownership.owned:
-            self._write_unowned(key)
-
-    def _write_unowned(self, key: str) -> None:
-        """Write the kubeconfig of a profile another replica owns (resolved, never fetched)."""
-        profile = self._ownership.profile(key) if self._ownership is not None else None
-        if self.writer is None or self.engine is None or profile is None:
-            return
-        try:
-            plan = self.engine.resolve(profile)
-        except CredentialError:
-            plan = None  # its owner shows why on its page; here there is nothing to write
-        self.writer.update(key, plan, profile if plan is not None else None)
 
     # -- the shard ---------------------------------------------------------------------------
 
@@ -270,11 +232,12 @@ class Service:
             host = os.environ.get("POD_IP") or host
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
-    def _join_shard(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _make_shard(self) -> None:
+        """This replica's shard membership; the fleet starts it and fences every fetch by it."""
         from ..shard import Shard
 
         settings = self.settings
-        shard = Shard(
+        self.shard = Shard(
             self._hub_options(),
             namespace=settings.shard_namespace,
             group=settings.shard_group,
@@ -284,43 +247,16 @@ class Service:
             retry_interval=settings.shard_retry_interval,
             status_url=self._status_url(),
         )
-        self.shard, self._ownership = shard, Ownership(shard.owns)
-        assert self.keeper is not None
-        self.keeper.may_fetch = shard.may_fetch  # owns, and counts the overlap a handover allows
-        self.board.shard = ShardStatus(shard, self._ownership)
-        self.metrics.register(ShardCollector(self.board.shard, lambda: len(self.keeper.keys) if self.keeper is not None else 0))
-        shard.register_metrics(self.metrics)
 
-        def changed(_view: Any) -> None:  # on the shard's judge thread
-            try:
-                loop.call_soon_threadsafe(self._rebalance_soon)
-            except RuntimeError:  # the loop closed meanwhile
-                pass
+    def _show_shard(self, fleet: Fleet) -> None:
+        from ..shard.metrics import OverlapCollector
 
-        shard.subscribe(changed)
-        shard.start()
+        shard = self.shard
+        self.board.shard = ShardStatus(shard, fleet.ownership)
+        self.metrics.register(ShardCollector(self.board.shard, lambda: len(fleet)))
+        self.metrics.register(OverlapCollector(shard))
         self.out.write(f"cpcreds serve: shard member {shard.identity} of group {shard.group} (Leases in {shard.namespace}), status URL {shard.status_url}\n")
         self.out.flush()
-
-    def _rebalance_soon(self) -> None:
-        """One rebalance at a time; changes arriving meanwhile make one more after it."""
-        if self._rebalancing is not None and not self._rebalancing.done():
-            self._rebalance_again = True
-            return
-        self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance(), name="cpcreds-serve-rebalance")
-
-    async def _rebalance(self) -> None:
-        assert self.shard is not None and self._ownership is not None
-        while not self._stop.is_set():
-            self._rebalance_again = False
-            claiming = self.shard.claiming()
-            self._apply_owned(await self._ownership.reassign(self.shard))
-            if claiming and not self._claimed:
-                self._claimed = True
-                if self._listed and self.keeper is not None:
-                    self.keeper.inventory_loaded()
-            if not self._rebalance_again:
-                return
 
     def stop(self) -> None:
         """Ask the service to shut down (thread-safe only through ``loop.call_soon_threadsafe``)."""
@@ -392,54 +328,28 @@ class Service:
             return self.settings.profiles_dir
         return Path(self.config.source).resolve().parent / DEFAULT_PROFILES_DIR
 
-    async def _source(self) -> None:
-        if self.settings.source == "hub":
-            from ..fleet.hub import HubSource
-
-            await HubSource(self._hub_options()).run(self._changes.put_nowait, self._listed_once)
-            return
-        directory = self._directory or DirectorySource(self._profiles_dir())
-        await directory.run(self._changes.put_nowait, self._listed_once, scan_interval=self.settings.scan_interval, on_scan=self._folder_state)
-
-    def _listed_once(self) -> None:
-        # Queued behind the first listing's change, so readiness waits for those profiles.
-        self._changes.put_nowait(None)
-
-    async def _consume(self) -> None:
-        while True:
-            change = await self._changes.get()
-            if change is None:
-                if not self._listed:
-                    self._listed = True
-                    assert self.keeper is not None
-                    if self.shard is None or self._claimed:  # else: at the shard's first claim
-                        self.keeper.inventory_loaded()
-                continue
-            self._apply(change)
-
     async def _housekeeping(self) -> None:
         """Once a second: the merged kubeconfig, the config file's change, first-sync progress."""
         config_path = Path(self.config.source)
         seen = _signature(config_path)
         terminal = hasattr(self.out, "isatty") and self.out.isatty()
         shown_ready = False
+        fleet = self.fleet
+        assert fleet is not None
         while True:
-            await asyncio.sleep(1.0 if self.keeper is None or self.keeper.ready else 0.25)
-            if self.writer is not None and self.keeper is not None and (self.keeper.ready or self._listed):
+            await asyncio.sleep(1.0 if fleet.synced else 0.25)
+            if self.writer is not None and (fleet.synced or self._hooks.listed):
                 self.writer.flush()
             if self.settings.watch_config:
                 now = _signature(config_path)
                 if now != seen:
                     seen = now
                     await self.reload("the config file changed")
-            keeper = self.keeper
-            if keeper is None:
-                continue
-            if not keeper.ready and terminal:
-                done, total = keeper.progress
+            if not fleet.synced and terminal:
+                done, total = fleet.progress
                 self.out.write(f"\rcpcreds serve: first sync {done}/{total} profiles")
                 self.out.flush()
-            elif keeper.ready and not shown_ready:
+            elif fleet.synced and not shown_ready:
                 shown_ready = True
                 gc.freeze()  # the first sync's state lives on: never scan it again (see run())
                 gc.set_threshold(*self._gc_thresholds)
@@ -450,8 +360,9 @@ class Service:
                 _log.info("first sync done", **counts)
 
     async def reload(self, why: str) -> bool:
-        """Re-read the provider config; on success, swap in a new engine and keeper. A config that
-        does not load leaves the running one in place (and says why)."""
+        """Re-read the provider config; on success, the fleet resolves and fetches every profile
+        again through a new engine. A config that does not load leaves the running one in place
+        (and says why)."""
         problem = None
         try:
             config = load_config(self.config.source)
@@ -469,35 +380,100 @@ class Service:
             return False
         self.board.config_error = None
         self.board.last_reload = (time.time(), why, None)
-        old_keeper, old_engine = self.keeper, self.engine
-        self._start_generation(config)
-        if old_keeper is not None and old_engine is not None:
-            await self._end_generation(old_keeper, old_engine)
+        old_engine = self.engine
+        engine = self._new_engine(config)
+        if self.fleet is not None:
+            await self.fleet.use_engine(engine)
+            if self.fleet.ownership is not None:
+                for key in self.fleet.ownership.unowned():  # their plans may differ under the new config
+                    self._write_unowned(key)
+        if old_engine is not None:
+            await old_engine.aclose()
         _log.info("config reloaded", why=why, providers=len(config.providers))
         return True
 
-    async def _shutdown(self, tasks: list[asyncio.Task[Any]]) -> None:
-        if self._rebalancing is not None:
-            tasks = [*tasks, self._rebalancing]
+    async def _shutdown(self, running: asyncio.Task[None], tasks: list[asyncio.Task[Any]]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         timeout = self.settings.shutdown_timeout
         if self.engine is not None:
             self.engine.close()  # kills running plugins and releases every waiter at once
-        if self.keeper is not None:
-            try:
-                await asyncio.wait_for(self.keeper.close(), timeout)
-            except asyncio.TimeoutError:
-                _log.warning("shutdown: some fetches did not stop in time", timeout=timeout)
-        if self.shard is not None:
-            # After this replica's work stopped: the Lease released, peers take over at once.
-            await asyncio.to_thread(self.shard.stop)
+        # The fleet ends its tasks, then stops the shard: the Lease released, peers take over.
+        running.cancel()
+        try:
+            await asyncio.wait_for(asyncio.gather(running, return_exceptions=True), timeout)
+        except asyncio.TimeoutError:
+            _log.warning("shutdown: some fetches did not stop in time", timeout=timeout)
         if self.writer is not None:
             self.writer.flush()
         if self.http is not None:
             self.http.stop()
         _log.info("stopped")
+
+
+class _ServeHooks(FleetHooks):
+    """What serve does as its fleet's clusters and inventory change: the status board, the
+    kubeconfig writer, the inventory problems (KEP-4322 duplicates too) and probes."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.board = service.board
+        self.prober: Prober | None = None
+        self.probe_interval = service.settings.probe_interval if service.settings.probe_path else 0.0
+        self.listed = False  # the first listing was taken (the merged kubeconfig may be written)
+        self._duplicates: dict[tuple[str, str], list[str]] = {}
+
+    def changed(self, cluster: FleetCluster) -> None:
+        board = self.board
+        status = board.get(cluster.key)
+        if status is None:
+            status = ClusterStatus(key=cluster.key, origin=cluster.origin)
+            board.put(status)
+        status.origin = cluster.origin
+        status.provider, status.server = cluster.provider, cluster.server
+        status.state, status.failures, status.last_error = cluster.state, cluster.failures, cluster.last_error
+        status.expires_at, status.next_refresh, status.last_success = cluster.expires_at, cluster.next_refresh, cluster.last_success
+        status.answered_by, status.probe = cluster.answered_by, cluster.probe
+        status.control_plane_healthy = control_plane_healthy(cluster.profile)
+
+    def removed(self, cluster: FleetCluster) -> None:
+        self.board.drop(cluster.key)
+
+    def plan(self, key: str, plan: Any, profile: Any) -> None:
+        service = self.service
+        if service.writer is None:
+            return
+        service.writer.update(key, plan, profile)
+        fleet = service.fleet
+        ownership = fleet.ownership if fleet is not None else None
+        if plan is None and ownership is not None and ownership.holds(key) and key not in ownership.owned:
+            service._write_unowned(key)  # moved to another replica: its kubeconfig stays here
+
+    def inventory(self, standing: Change, owned: Change) -> None:
+        service, board = self.service, self.board
+        self.listed = True
+        for origin, problem in standing.problems.items():
+            board.set_problem(origin, problem)
+        fleet = service.fleet
+        if fleet is not None and fleet.dedupe:
+            duplicates = fleet.duplicates
+            if duplicates != self._duplicates:
+                self._duplicates = duplicates
+                board.set_problem(_DUPLICATES, _duplicates_problem(duplicates, fleet.members))
+        if service.writer is not None and owned is not standing:
+            # Kubeconfigs hold no credential: every replica writes every profile's; the fleet's
+            # plan hook writes those this replica owns, these are the others.
+            for key in standing.deletes - owned.deletes:
+                service.writer.update(key, None, None)
+            for key in standing.upserts.keys() - owned.upserts.keys():
+                service._write_unowned(key)
+
+    def synced(self) -> None:
+        self.board.synced = True
+
+    async def probe(self, cluster: FleetCluster) -> Any:
+        return await self.prober(cluster.profile) if self.prober is not None else None
 
 
 #: Where duplicate inventory members show among the inventory problems.

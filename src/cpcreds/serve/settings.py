@@ -117,6 +117,9 @@ class ServeSettings(BaseSettings):
     #: The five per-profile series on /metrics: on, off, or None (auto) for on up to
     #: PER_PROFILE_METRICS_LIMIT profiles; the counts by state and provider are always there.
     per_profile_metrics: bool | None = None
+    #: KEP-4322: act on one ClusterProfile per inventory member (the oldest; none when the
+    #: oldest tie) and show the others as inventory problems. Off: every profile is its own cluster.
+    dedupe: bool = True
     #: Split the inventory with the other replicas of ``shard_group``: one coordination.k8s.io/v1
     #: Lease per replica in ``shard_namespace`` on the hub (docs/sharding.md).
     shard: bool = False

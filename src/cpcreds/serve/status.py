@@ -85,9 +85,9 @@ class ProbeResult:
 
 @dataclass(slots=True)
 class ClusterStatus:
-    """The state of one profile. Written by the keeper (one event loop), read by HTTP threads
+    """The state of one profile. Written by serve's fleet hooks (one event loop), read by HTTP threads
     through :class:`StatusBoard` snapshots. Setting ``state``, ``provider`` or ``expires_at`` of
-    a status on a board marks it for re-filing there (the keeper needs no call of its own).
+    a status on a board marks it for re-filing there (the writer needs no call of its own).
     Slotted: one per profile, 100,000 in a fleet, and no per-instance ``__dict__``."""
 
     #: The board this status is filed on (set by StatusBoard.put). First: set before any field.
@@ -281,6 +281,10 @@ class StatusBoard:
             self._clusters[status.key] = status
             object.__setattr__(status, "_board", self)
             self._dirty.add(status.key)
+
+    def get(self, key: str) -> ClusterStatus | None:
+        """The status filed for ``key``, or None."""
+        return self._clusters.get(key)
 
     def drop(self, key: str) -> None:
         with self._lock:
