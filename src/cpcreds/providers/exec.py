@@ -66,6 +66,9 @@ _log = get_logger(__name__)
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
+#: The bounds of an answer read with the default stdout bound (built once: decode runs right after
+#: the plugin exits, when every step costs several times its usual).
+_ANSWER_LIMITS = Limits(max_bytes=MAX_STDOUT_BYTES)
 #: How much of the plugin's stderr is kept for the error message (the end is the useful part).
 STDERR_TAIL_BYTES = 4096
 #: How far in the future a client certificate's notBefore may be (clock differences).
@@ -342,8 +345,9 @@ class ExecProvider:
         # hostile answer (deep nesting, alias bombs) from costing more than its size; its errors
         # never quote the answer. Every error below is raised outside the except block that saw
         # the problem, so no exception chained to ours can carry the answer's text.
+        limits = _ANSWER_LIMITS if self.max_stdout_bytes == MAX_STDOUT_BYTES else Limits(max_bytes=self.max_stdout_bytes)
         document = load_or_raise(
-            raw, bad, source="answer", limits=Limits(max_bytes=self.max_stdout_bytes), message=f"{len(raw)} bytes that are neither JSON nor YAML ({{detail}})"
+            raw, lambda detail: bad(f"{len(raw)} bytes that are neither JSON nor YAML ({detail})"), source="answer", limits=limits
         )
         if not isinstance(document, dict):
             raise bad(f"{json_type_name(document)}, not an ExecCredential object")
