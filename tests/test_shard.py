@@ -162,6 +162,20 @@ def test_a_conflict_is_read_again_and_retried(hub: HubServer, make_shard: Callab
     until(shard.fresh, timeout=2, what="fresh after the conflict")
 
 
+def test_a_lease_answer_trickled_a_byte_at_a_time_fails_the_renewal_at_its_deadline(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    # Each byte comes well within a read timeout; the answer never ends. The renewer must give up
+    # at the renew deadline (and renew on its next tick), not read on while its Lease goes stale.
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/cpcreds-alpha"
+    hub.inject_answer(path, 200, json.dumps(lease(NAMESPACE, "cpcreds-alpha", "alpha")).encode(), trickle=0.05)
+    alpha = make_shard("alpha")
+    started = time.monotonic()
+    until(lambda: alpha.renewals["failed"] >= 1, timeout=RENEW + 1.0, what="the trickled renewal given up")
+    assert time.monotonic() - started < RENEW + 1.0
+    assert "did not finish its answer in time" in alpha.problem and not alpha.fresh()
+    hub.clear_faults()
+    until(alpha.claiming, timeout=5, what="alpha renewing once the hub answers")
+
+
 def test_the_expired_lease_of_a_departed_replica_is_deleted(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
     gone = lease(NAMESPACE, "cpcreds-gone-12345", "gone-12345", renew_time="2026-01-01T00:00:00.000000Z", duration=1, labels={GROUP_LABEL: "cpcreds"})
     hub.create(gone)

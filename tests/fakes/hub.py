@@ -84,6 +84,7 @@ from __future__ import annotations
 import base64
 import bisect
 import copy
+import itertools
 import json
 import re
 import threading
@@ -280,7 +281,7 @@ class HubServer(FakeAPIServer):
         self._compacted = _INITIAL_RESOURCE_VERSION  # watches from an rv below this get 410
         self._watchers: list[_Watcher] = []
         self._requests: deque[HubRequest] = deque(maxlen=100_000)
-        self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool]] = {}
+        self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool, float]] = {}
         self._stalls: dict[str, threading.Event] = {}
         self._closing = False
         #: Serializes Lease writes through the API: a check of resourceVersion and the write it
@@ -419,14 +420,24 @@ class HubServer(FakeAPIServer):
     # -- faults ------------------------------------------------------------
 
     def inject_answer(
-        self, path: str, status: int, body: bytes, content_type: str = "application/json", *, chunked: bool = False, watch: bool | None = None
+        self,
+        path: str,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        *,
+        chunked: bool = False,
+        watch: bool | None = None,
+        trickle: float = 0.0,
     ) -> None:
         """Answer every request for ``path`` (no query string), whoever asks, with these bytes;
         ``chunked`` sends them without a Content-Length, as Go does for large answers (and as a
         watch stream comes: ``body`` may be event lines, then the stream ends). ``watch=True``
-        answers only watches of ``path``, ``False`` only the other requests (lists), ``None`` both."""
+        answers only watches of ``path``, ``False`` only the other requests (lists), ``None`` both.
+        ``trickle`` (seconds; implies ``chunked``) sends the body one byte at a time that far apart,
+        until the client hangs up or the hub stops: each read is quick, the answer never ends."""
         with self._lock:
-            self._answers[(path, watch)] = (status, body, content_type, chunked)
+            self._answers[(path, watch)] = (status, body, content_type, chunked or trickle > 0, trickle)
 
     def watch_event_line(self, kind: str, obj: Any) -> bytes:
         """One watch event as the hub sends it (a JSON line), for :meth:`inject_answer` bodies."""
@@ -548,7 +559,12 @@ class HubServer(FakeAPIServer):
         with self._lock:
             self._requests.append(seen)
 
-    def _fault(self, path: str, watch: bool) -> tuple[threading.Event | None, tuple[int, bytes, str, bool] | None]:
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less when the hub stops (then True)."""
+        with self._lock:
+            return self._changed.wait_for(lambda: self._closing, timeout=seconds)
+
+    def _fault(self, path: str, watch: bool) -> tuple[threading.Event | None, tuple[int, bytes, str, bool, float] | None]:
         with self._lock:
             return self._stalls.get(path), self._answers.get((path, watch), self._answers.get((path, None)))
 
@@ -779,10 +795,10 @@ class _HubHandler(JSONHandler):
             hub._record(HubRequest(self.command, split.path, split.query, token, grant.user if grant else None, status))
 
         if answer is not None:
-            status, body, content_type, chunked = answer
+            status, body, content_type, chunked, trickle = answer
             record(status)
             if chunked:
-                self._send_chunked(status, body, content_type)
+                self._send_chunked(status, body, content_type, trickle)
             else:
                 self._send_bytes(status, body, content_type)
             return
@@ -868,12 +884,21 @@ class _HubHandler(JSONHandler):
             if watcher is not None:
                 hub._close_watch(watcher)
 
-    def _send_chunked(self, status: int, body: bytes, content_type: str) -> None:
+    def _send_chunked(self, status: int, body: bytes, content_type: str, trickle: float = 0.0) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        hub = self.server.owner
+        assert isinstance(hub, HubServer)
         try:
+            if trickle:
+                for byte in itertools.cycle(body or b" "):  # never ends: the client must give up
+                    self.wfile.write(b"1\r\n%c\r\n" % byte)
+                    self.wfile.flush()
+                    if hub._pause(trickle):
+                        self.close_connection = True
+                        return
             for start in range(0, len(body), 64 * 1024):
                 piece = body[start : start + 64 * 1024]
                 self.wfile.write(b"%X\r\n%s\r\n" % (len(piece), piece))

@@ -13,17 +13,20 @@ read with a bound and parsed as JSON.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .._body import BodyProblem, read_within
 from ..fleet.hub import HubProblem, read_bounded_answer, watch_events
 
-__all__ = ["LeaseAPI", "micro_time", "COORDINATION", "LeaseAnswer"]
+__all__ = ["LeaseAPI", "micro_time", "shut", "COORDINATION", "LeaseAnswer"]
 
 COORDINATION = "coordination.k8s.io/v1"
 #: A Lease is a few hundred bytes; a list of a group's Leases (one per replica) a few hundred KiB.
 _MAX_ANSWER = 8 * 1024 * 1024
+_CHUNK = 64 * 1024
 
 LeaseAnswer = tuple[int, dict[str, Any]]
 
@@ -80,9 +83,17 @@ class LeaseAPI:
         return response
 
     def _call(self, method: str, path: str, timeout: float, *, body: dict[str, Any] | None = None, query: Sequence[tuple[str, str]] = ()) -> LeaseAnswer:
+        """(status, parsed body), the whole exchange within ``timeout`` seconds: a socket timeout
+        bounds each read only, and a hub trickling its answer must not hold a renewal past its
+        deadline (the renewer would stop renewing while it reads)."""
+        started = time.monotonic()
         response = self._send(method, path, timeout, body=body, query=query).response
         try:
-            data = read_bounded_answer(response, _MAX_ANSWER, "a Lease answer")
+            chunks = response.stream(_CHUNK, decode_content=True)
+            data = read_within(chunks, seconds=timeout - (time.monotonic() - started), shut=lambda: shut(response), max_bytes=_MAX_ANSWER)
+        except BodyProblem as exc:
+            response.close()  # shut down, or cut short: not a connection to use again
+            raise HubProblem(f"the hub {exc}") from None
         finally:
             response.release_conn()
         return response.status, _parsed(data)
@@ -98,6 +109,17 @@ class LeaseAPI:
         )
         # call_api: the REST layer without the generated models; non-2xx answers come back too.
         return self.api_client.call_api(*request, _request_timeout=timeout)
+
+
+def shut(response: Any) -> None:
+    """Make a read blocked on ``response`` (a urllib3 response) return at once: ``shutdown()``
+    where urllib3 has it (2.3 and later), else ``close()``. Never raises: a connection already
+    gone is what the caller wants."""
+    try:
+        shutdown = getattr(response, "shutdown", None)
+        shutdown() if shutdown is not None else response.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def events(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -45,7 +45,7 @@ from ..fleet.hub import HubOptions, HubProblem, backoff_delay, problem_text
 from ..fleet.hubclient import HubConnector
 from ..logs import get_logger
 from . import STATUS_URL
-from .leases import COORDINATION, LeaseAPI, events, message, micro_time
+from .leases import COORDINATION, LeaseAPI, events, message, micro_time, shut
 from .overlap import Overlap
 from .rendezvous import Assignment, assign, owner
 
@@ -469,10 +469,7 @@ class Shard:
         """Shut the open watch's connection: a thread blocked reading it wakes at once."""
         response = self._watch_response
         if response is not None:
-            try:
-                response.shutdown() if hasattr(response, "shutdown") else response.close()
-            except Exception:  # noqa: BLE001 - a connection already gone is what we want
-                pass
+            shut(response)
 
     def _watch_loop(self) -> None:
         failures = 0
