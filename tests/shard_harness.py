@@ -9,6 +9,7 @@ what the tests check).
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import signal
@@ -36,7 +37,11 @@ class Replica:
 
     def __init__(self, identity: str, process: Serve) -> None:
         self.identity, self.process = identity, process
-        self.url = process.url
+
+    @functools.cached_property
+    def url(self) -> str:
+        """Its status page URL, read from its log on first use (so replicas start together)."""
+        return self.process.url
 
     def get(self, path: str) -> tuple[int, dict[str, str], Any]:
         """(status, headers, JSON body or text) without following redirects."""
