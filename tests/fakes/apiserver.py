@@ -148,6 +148,12 @@ class FakeAPIServer:
 
     # -- connections -------------------------------------------------------
 
+    def drop_connections(self) -> None:
+        """Close every open connection (as an API server does with idle keep-alive ones), and go
+        on serving new ones."""
+        if self._httpd is not None:
+            self._httpd.close_connections(for_good=False)
+
     @property
     def connections(self) -> int:
         """TLS connections whose handshake completed, since start."""
@@ -211,9 +217,10 @@ class TLSHTTPServer(ThreadingHTTPServer):
                 with self._open_lock:
                     self._open.discard(conn)
 
-    def close_connections(self) -> None:
+    def close_connections(self, *, for_good: bool = True) -> None:
+        """End every open connection; ``for_good``: and refuse the ones still being accepted."""
         with self._open_lock:
-            self._closing = True
+            self._closing = self._closing or for_good
             for conn in self._open:
                 try:
                     # The plain-socket shutdown, not SSLSocket.shutdown(): only wake the thread

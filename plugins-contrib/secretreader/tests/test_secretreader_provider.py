@@ -306,6 +306,18 @@ def test_many_clusters_are_read_over_one_hub_connection(hub: HubServer, kubeconf
     assert hub.connections == 1
 
 
+def test_a_keep_alive_connection_the_hub_closed_is_not_used_again(hub: HubServer, kubeconfig: Path, make_engine: Engine) -> None:
+    for index in range(2):
+        hub.create(secret(FLEET, f"spoke-{index}", {"token": f"t-{index}"}))
+    engine = make_engine(entry({"kubeconfig": str(kubeconfig)}))
+    assert engine.get_credential(cluster("spoke-0")).token == "t-0"
+
+    hub.drop_connections()  # as an API server closes an idle keep-alive connection
+
+    assert engine.get_credential(cluster("spoke-1")).token == "t-1"
+    assert hub.connections == 2
+
+
 def test_providers_of_one_hub_share_one_client_which_the_last_close_releases(hub: HubServer, kubeconfig: Path, make_engine: Engine) -> None:
     hub.create(secret(FLEET, "spoke-1", {"token": "direct"}))
     hub.create(secret(FLEET, "spoke-1-my-account", {"token": "ocm"}))

@@ -167,10 +167,11 @@ def _usable(connection: _Connection) -> bool:
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller = select.poll()  # not select.select: no limit on the descriptor's number
+        poller.register(sock, select.POLLIN)
+        return not poller.poll(0)
     except (OSError, ValueError):
         return False
-    return not readable
 
 
 def ssl_context(ca: bytes | None, cert: bytes | None, key: bytes | None) -> Any:
