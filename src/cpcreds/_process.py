@@ -202,7 +202,8 @@ def _collect(
         # wrote is in the pipes now.
         if pgid is not None:
             _kill_group(pgid)
-        proc.close_stdin()
+        if proc.stdin_fd is not None:
+            proc.close_stdin()
         if not _drain(proc.stdout_fd, stdout, deadline, limit=max_stdout):
             _kill(proc, pgid)
             return Outcome(-1, bytes(stdout), bytes(stderr), time.monotonic() - started, overflowed=True)
@@ -218,22 +219,24 @@ def _collect(
 
 
 def _drain(fd: int, buffer: bytearray, deadline: float, *, limit: int = -1, tail: int = -1) -> bool:
-    """Read what is in the pipe ``fd`` now (it does not block) into ``buffer``, keeping only its
-    last ``tail`` bytes (-1: all); False once ``buffer`` holds more than ``limit`` bytes (-1: no
-    limit). An escaped grandchild that keeps writing is read only until ``deadline``."""
+    """Read what the exited program left in the pipe ``fd`` (it does not block) into
+    ``buffer``, keeping only its last ``tail`` bytes (-1: all); False once ``buffer`` holds more
+    than ``limit`` bytes (-1: no limit). An escaped grandchild that keeps writing is read only
+    until ``deadline``."""
     while True:
         try:
             chunk = os.read(fd, _READ_CHUNK)
         except BlockingIOError:  # nothing more now; a grandchild holds the pipe open
-            return True
-        if not chunk:
             return True
         buffer += chunk
         if tail >= 0:
             del buffer[: max(0, len(buffer) - tail)]
         elif 0 <= limit < len(buffer):
             return False
-        if time.monotonic() >= deadline:
+        # A pipe read returns everything the pipe holds, up to the size asked for: a shorter
+        # answer (end-of-file included) means the pipe is empty, and the program wrote nothing
+        # more. Only an escaped grandchild could; it is not waited for.
+        if len(chunk) < _READ_CHUNK or time.monotonic() >= deadline:
             return True
 
 

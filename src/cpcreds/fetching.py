@@ -221,7 +221,8 @@ class FetchRunner:
             return
         self._record(plan, error, duration)
         if credential is not None:
-            self._note_certificate(plan, old, credential)
+            if credential.certificate_not_after is not None or (old is not None and old.certificate_not_after is not None):
+                self._note_certificate(plan, old, credential)  # tokens alone have nothing to track
             flight.succeed(credential)
         else:
             assert error is not None
@@ -250,8 +251,8 @@ class FetchRunner:
         calls.inc()
 
     def _note_certificate(self, plan: AccessPlan, old: Credential | None, new: Credential) -> None:
-        if new.certificate_not_after is None and (old is None or old.certificate_not_after is None):
-            return  # tokens only: nothing to track or forget
+        """Track the new certificate's expiry (or forget the old one's) and its rotation; called
+        when either credential holds a certificate."""
         self.metrics.track_certificate(id(self.store), plan.key, new.certificate_not_after)
         if old is not None and old.client_certificate_data and old.client_certificate_data != new.client_certificate_data:
             self.metrics.observe_rotation(old.certificate_not_before)
