@@ -32,6 +32,7 @@ def test_an_exec_answer_loads_only_what_it_needs(entra, workload_identity, run_c
     modules = _loaded(run_command, argv, **{EXEC_INFO_ENV: info})
     assert "cpcreds_azure" in modules and len(entra.issued) == 1
     assert sorted(modules & NOT_NEEDED) == []
+    assert "pluggy" not in modules  # the console script registers no plugin
 
 
 def test_a_kubelet_answer_loads_only_what_it_needs(entra, registry, workload_identity, run_command) -> None:
