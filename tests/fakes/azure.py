@@ -17,12 +17,18 @@ speaking the real protocols as msal and azure-identity use them.
 - ``GET /msi/token``: a managed identity endpoint as App Service's (``IDENTITY_ENDPOINT`` = its
   :attr:`~FakeEntra.identity_endpoint`, ``IDENTITY_HEADER`` = :attr:`~FakeEntra.identity_header`,
   sent back as ``X-IDENTITY-HEADER``; ``api-version=2019-08-01``, ``resource``, optional
-  ``client_id``/``mi_res_id``).
+  ``client_id``/``mi_res_id``);
+- ``GET /metadata/identity/oauth2/token``: the instance metadata service's (IMDS) managed identity
+  endpoint as a VM or an AKS node answers it (``AZURE_POD_IDENTITY_AUTHORITY_HOST`` = its
+  :attr:`~FakeEntra.imds_authority`, which azure-identity and msal use in place of
+  ``http://169.254.169.254``): header ``Metadata: true`` required, ``api-version``,
+  ``resource``, optional ``client_id`` or ``object_id`` (a user-assigned identity; else the
+  system-assigned one); the answer's numbers are strings, as IMDS sends them.
 
 Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a random signature;
 :meth:`FakeEntra.verify` says whether a token is one it issued, unexpired, for an audience: what
 the spoke fake (``SpokeServer.verify_tokens_with``) and the registry fake's ACR exchange accept.
-Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``): :meth:`FakeEntra.fail`
+Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``, ``imds``): :meth:`FakeEntra.fail`
 with a :class:`~tests.fakes.http.Fault` (an error status and body, an answer that never comes,
 held until ``stop()``, a body cut off, a body without end, an echo of the request's secrets).
 """
@@ -59,7 +65,7 @@ class IssuedToken:
 
     token: str
     client_id: str
-    grant: str  # "secret", "certificate", "federated", "msi"
+    grant: str  # "secret", "certificate", "federated", "msi" (App Service shape), "imds"
     audience: str
     expires: float
 
@@ -135,6 +141,11 @@ class FakeEntra(FakeAPIServer):
     def identity_endpoint(self) -> str:
         """What ``IDENTITY_ENDPOINT`` takes (App Service's managed identity shape)."""
         return f"{self.url}/msi/token"
+
+    @property
+    def imds_authority(self) -> str:
+        """What ``AZURE_POD_IDENTITY_AUTHORITY_HOST`` takes (the IMDS shape of managed identity)."""
+        return self.url
 
     # -- tokens --------------------------------------------------------------------------------
 
@@ -250,10 +261,31 @@ class FakeEntra(FakeAPIServer):
         return 200, {"access_token": answer["access_token"], "expires_on": str(int(time.time()) + self.token_lifetime),
                      "resource": query["resource"], "token_type": "Bearer", "client_id": client_id}
 
+    def _imds(self, query: dict[str, str], metadata: str | None) -> tuple[int, Any]:
+        # IMDS's own errors: an OAuth-style JSON body, 400 for a request it will not serve.
+        if metadata != "true":
+            return self._error("invalid_request", "Required metadata header not specified")
+        if not query.get("api-version") or not query.get("resource"):
+            return self._error("invalid_request", "Required query variable 'api-version' or 'resource' is missing")
+        asked = query.get("client_id") or query.get("object_id")
+        with self._lock:
+            client_id = asked or getattr(self, "_system", None)
+            known = client_id in self._managed
+        if not known or "msi_res_id" in query:  # resource ids are not modelled: none is found
+            return self._error("invalid_request", "Identity not found")
+        answer = self._issue(client_id, "imds", query["resource"].removesuffix("/.default"))
+        now = int(time.time())
+        lifetime = str(self.token_lifetime)
+        return 200, {"access_token": answer["access_token"], "client_id": client_id, "expires_in": lifetime,
+                     "expires_on": str(now + self.token_lifetime), "ext_expires_in": lifetime, "not_before": str(now),
+                     "resource": query["resource"], "token_type": "Bearer"}
+
     def _route(self, method: str, path: str) -> tuple[str, Any]:
         parts = [part for part in path.split("/") if part]
         if method == "GET" and parts == ["msi", "token"]:
             return "msi", None
+        if method == "GET" and parts == ["metadata", "identity", "oauth2", "token"]:
+            return "imds", None
         if method == "GET" and parts == ["common", "discovery", "instance"]:
             return "discovery", None
         if method == "GET" and len(parts) == 4 and parts[1:] == ["v2.0", ".well-known", "openid-configuration"]:
@@ -292,6 +324,8 @@ class _EntraHandler(JSONHandler):
             status, document = entra._token(argument, form)
         elif endpoint == "msi":
             status, document = entra._msi(query, self.headers.get("X-IDENTITY-HEADER"))
+        elif endpoint == "imds":
+            status, document = entra._imds(query, self.headers.get("Metadata"))
         else:
             status, document = 404, {"error": "not_found", "error_description": "no such endpoint"}
         self._send_json(status, document)

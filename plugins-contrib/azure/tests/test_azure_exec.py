@@ -46,6 +46,18 @@ def test_short_login_flag_and_spn_secret_from_the_environment(entra, run_command
     assert entra.verify(json.loads(result.stdout)["status"]["token"])
 
 
+@pytest.mark.parametrize("client_flags", [[], ["--client-id", CLIENT_ID]], ids=["system-assigned", "user-assigned"])
+def test_msi_from_the_instance_metadata_service(entra, run_command, client_flags) -> None:
+    # As on a VM or an AKS node: kubelogin's `-l msi [--client-id X]`, IMDS pointed at the fake.
+    entra.add_managed_identity("system-assigned" if client_flags else CLIENT_ID)
+    entra.add_managed_identity(CLIENT_ID)
+    result = run_command([CPCREDS_AZURE, "get-token", "-l", "msi", "--server-id", AKS_SERVER_ID, *client_flags],
+                         AZURE_POD_IDENTITY_AUTHORITY_HOST=entra.imds_authority, **{EXEC_INFO_ENV: _exec_info(API_VERSION_V1)})
+    assert result.returncode == 0, result.stderr
+    assert entra.verify(json.loads(result.stdout)["status"]["token"], AKS_SERVER_ID)
+    assert [(issued.client_id, issued.grant) for issued in entra.issued] == [(CLIENT_ID, "imds")]
+
+
 def test_a_refused_secret_is_one_line_exit_1_without_the_secret(entra, run_command) -> None:
     entra.add_secret(CLIENT_ID, "another")
     result = run_command(

@@ -113,6 +113,34 @@ def test_msi_user_assigned_by_client_id(entra, spoke, make_engine, monkeypatch) 
     assert [issued.client_id for issued in entra.issued] == [CLIENT_ID]
 
 
+def test_msi_instance_metadata_service(entra, spoke, make_engine, monkeypatch) -> None:
+    # A VM or an AKS node: no IDENTITY_ENDPOINT, so azure-identity asks IMDS (pointed at the fake).
+    entra.add_managed_identity(CLIENT_ID)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", entra.imds_authority)
+    engine = make_engine({"login": "msi"})
+    _list(engine, spoke)
+    assert [(issued.client_id, issued.grant, issued.audience) for issued in entra.issued] == [(CLIENT_ID, "imds", AKS_SERVER_ID)]
+    assert [seen for seen in entra.seen if seen[0] != "imds"] == []
+
+
+def test_msi_instance_metadata_service_user_assigned_by_client_id(entra, spoke, make_engine, monkeypatch) -> None:
+    entra.add_managed_identity("system-assigned")
+    entra.add_managed_identity(CLIENT_ID)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", entra.imds_authority)
+    _list(make_engine({"login": "msi", "clientId": CLIENT_ID}), spoke)
+    assert [(issued.client_id, issued.grant) for issued in entra.issued] == [(CLIENT_ID, "imds")]
+
+
+def test_msi_instance_metadata_service_without_the_identity_is_one_line(entra, spoke, make_engine, monkeypatch) -> None:
+    entra.add_managed_identity("system-assigned")
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", entra.imds_authority)
+    with pytest.raises(CredentialError) as caught:
+        make_engine({"login": "msi", "clientId": CLIENT_ID}, timeout="3s").get_credential(profile(spoke))
+    message = str(caught.value)
+    assert "managed identity endpoint (IMDS)" in message and "HTTP 400" in message and "\n" not in message
+    assert entra.issued == []
+
+
 def test_azurecli(entra, spoke, make_engine, fake_az) -> None:
     minted = entra._issue("az-user", "cli", AKS_SERVER_ID)  # what Entra gave the signed-in CLI
     expires = int(time.time()) + 3000
