@@ -21,22 +21,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from cpcreds.sdk import (
-    AccessPlan,
-    Credential,
-    CredentialProviderRequest,
-    CredentialProviderResponse,
-    ImageCredentialError,
-    ProviderError,
-    RefreshPolicy,
-    get_logger,
-    jwt_expiry,
-)
+from cpcreds.sdk import Credential, ImageCredentialError, ProviderError, RefreshPolicy, get_logger, jwt_expiry
 
-from . import acr
 from .identity import IdentityError, build_credential, describe, tenant
 from .options import AzureOptions
 from .transport import Abort, BoundedTransport, Deadline, safe_summary
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: an exec plugin's run loads no KEP-2133 types
+    from cpcreds.sdk import AccessPlan, CredentialProviderRequest, CredentialProviderResponse
 
 __all__ = ["AzureProvider", "MAX_TOKEN_SECONDS"]
 
@@ -91,6 +84,8 @@ class AzureProvider:
         token for the registry's cloud's ARM scope, exchanged at ``https://<registry>/oauth2/exchange``.
         A registry that is no ACR name (and not listed in ``registries``) is refused.
         ``request.service_account_token`` is not used (the provider's own identity pulls)."""
+        from . import acr
+
         registry = acr.registry_of(request.image)
         cloud_scope = acr.default_scope(registry)
         if not registry or (cloud_scope is None and registry not in self.options.registries):
@@ -209,6 +204,8 @@ class AzureProvider:
 
     def _exchange(self, registry: str, access_token: str, deadline: Deadline) -> _Held:
         from azure.core.rest import HttpRequest
+
+        from . import acr
 
         assert self._transport is not None
         transport = self._transport
