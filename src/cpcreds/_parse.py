@@ -208,10 +208,17 @@ def load_or_raise(
     content). The error is raised outside the ``except`` block, so no parser exception is
     chained to it (a traceback shows none of the document's text)."""
     problem: DocumentError | None = None
+    # Unpacked, not **limits._asdict(): a plugin's answer is read here right after the plugin
+    # exits, when every step costs several times its usual.
+    max_bytes, max_depth, max_aliases, max_nodes = limits
     try:
         if many:
-            return load_documents(data, source=source, syntax=syntax, **limits._asdict())
-        return load_document(data, source=source, syntax=syntax, **limits._asdict())
+            return load_documents(
+                data, source=source, syntax=syntax, max_bytes=max_bytes, max_depth=max_depth, max_aliases=max_aliases, max_nodes=max_nodes
+            )
+        return load_document(
+            data, source=source, syntax=syntax, max_bytes=max_bytes, max_depth=max_depth, max_aliases=max_aliases, max_nodes=max_nodes
+        )
     except DocumentError as exc:
         problem = exc
     raise error(message.format(source=problem.source, detail=problem.detail))
