@@ -163,7 +163,7 @@ def test_hand_written_layouts_read_the_same(document: Any, rnd: Any, slips: int)
 # -- text shaped like YAML, from tricky pieces -------------------------------------------------------
 
 _piece = st.sampled_from(
-    ["a", "b", "key", "- ", "-", ": ", ":", " ", "  ", "#", " # c", "'", "''", '"', '\\"', "[", "]", "{", "}", ", ", ",",
+    ["---\n", "a", "b", "key", "- ", "-", ": ", ":", " ", "  ", "#", " # c", "'", "''", '"', '\\"', "[", "]", "{", "}", ", ", ",",
      "1", "yes", "~", "&x ", "*x", "!t ", "|", ">", "---", "...", "%", "?", "<<", ".inf", "0x", "1e9", "é", "\t", "\r"]
 )  # fmt: skip
 _line = st.tuples(st.sampled_from(["", " ", "  ", "   ", "    "]), st.lists(_piece, max_size=6)).map(lambda t: t[0] + "".join(t[1]))
@@ -173,6 +173,9 @@ _line = st.tuples(st.sampled_from(["", " ", "  ", "   ", "    "]), st.lists(_pie
 @given(lines=st.lists(_line, min_size=1, max_size=8))
 @example(lines=["a:", "- b", "c: d"])
 @example(lines=["- a: 1", "  b: [x, {y: '1'}]", "- c"])
+@example(lines=["---", "a: 1"])
+@example(lines=["---", "---", "a: 1"])
+@example(lines=["---", "a: 1", "---", "b: 2"])
 def test_yaml_shaped_text_reads_the_same_or_is_left_to_pyyaml(lines: list[str]) -> None:
     check("\n".join(lines) + "\n")
 

@@ -244,13 +244,17 @@ def read(text: str, plain: Callable[[str], Any], *, max_depth: int, max_nodes: i
     if "\t" in text or "\r" in text or _UNUSUAL.search(text):
         return DECLINED
     lines: list[tuple[int, str]] = []
+    started = False  # a "---" was read
     for line in text.split("\n"):
         content = line.lstrip(" ")
         if not content or content[0] == "#":
             continue
         indent = len(line) - len(content)
+        if indent == 0 and content.rstrip(" ") == "---" and not lines and not started:
+            started = True  # the document's start marker, as templating tools write it
+            continue
         if indent == 0 and content[:3] in ("---", "...") or content[0] == "%":
-            return DECLINED  # document markers and directives
+            return DECLINED  # other document markers and directives
         lines.append((indent, content.rstrip(" ")))
     if not lines or lines[0][0] != 0:
         return DECLINED
