@@ -20,6 +20,11 @@ __all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CL
 CLUSTER_STATES = ("pending", "ready", "failing", "unhealthy", "unmatched", "invalid")
 
 
+#: Guards every cluster's client bookkeeping: held only to look up or file a client (never
+#: while one is built), so one lock for the fleet costs nothing and spares one per cluster.
+_CLIENTS_LOCK = threading.Lock()
+
+
 class _Held:
     """The cluster's binding as the adapters' ``Binder``: every client shares it."""
 
@@ -40,6 +45,13 @@ class FleetCluster:
     needed rather than keeping one across an :class:`Updated` event with ``clients_changed``
     (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
     """
+
+    # Slotted: one per cluster, 100,000 in a large fleet.
+    __slots__ = (
+        "key", "namespace", "name", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
+        "expires_at", "next_refresh", "last_success", "answered_by", "probe",
+        "_clients", "_stale", "_credentialed", "_answered", "_credential", "_due", "_replacing", "_next_probe",
+    )  # fmt: skip
 
     def __init__(self, key: str, profile: dict[str, Any], origin: str = "") -> None:
         #: ``namespace/name`` (``name`` for a profile without a namespace).
@@ -62,9 +74,10 @@ class FleetCluster:
         self.healthy = False
         #: The profile's handle on the engine (None while the profile is unusable).
         self.binding: Binding | None = None
-        self._clients: dict[Any, Any] = {}
-        self._stale: list[tuple[Any, Any]] = []  # clients of an older binding, to close
-        self._lock = threading.Lock()
+        # Clients handed out, and those of an older binding still to close: None until the
+        # first (most clusters of a large fleet never build one).
+        self._clients: dict[Any, Any] | None = None
+        self._stale: list[tuple[Any, Any]] | None = None
         #: Whether the current binding has answered once (the fleet's gate reads it).
         self._credentialed = False
         #: When the held credential expires (epoch seconds; None: no expiry, or none held).
@@ -84,6 +97,11 @@ class FleetCluster:
         # cluster goes.
         self._answered: Any = None
         self._credential: Any = None
+        # The fleet's scheduling: when the next fetch is due (loop time; None: none planned),
+        # whether the first answer of a new binding replaces an engaged one's, the next probe.
+        self._due: float | None = None
+        self._replacing = False
+        self._next_probe = 0.0
 
     @property
     def provider(self) -> str | None:
@@ -103,12 +121,12 @@ class FleetCluster:
 
     def _shared(self, kind: Any, build: Any) -> Any:
         binding = self._binding()
-        with self._lock:
-            held = self._clients.get(kind)
+        with _CLIENTS_LOCK:
+            held = self._clients.get(kind) if self._clients is not None else None
             if held is not None and held[0] is binding:
                 return held[1]
         client = build(binding)
-        with self._lock:
+        with _CLIENTS_LOCK:
             extra, client = self._keep_client(kind, binding, client)
         if extra is not None:
             close_now(extra)
@@ -116,12 +134,12 @@ class FleetCluster:
 
     async def _ashared(self, kind: Any, build: Any) -> Any:
         binding = self._binding()
-        with self._lock:
-            held = self._clients.get(kind)
+        with _CLIENTS_LOCK:
+            held = self._clients.get(kind) if self._clients is not None else None
             if held is not None and held[0] is binding:
                 return held[1]
         client = await build(binding)
-        with self._lock:
+        with _CLIENTS_LOCK:
             extra, client = self._keep_client(kind, binding, client)
         if extra is not None:
             await extra.close()
@@ -131,11 +149,13 @@ class FleetCluster:
         """Hold ``client`` for ``kind`` (under the lock): returns (a client to close, the one to
         use). A client of an older binding is kept aside until the fleet closes it with its
         :class:`Updated` or :class:`Disengaged` event: the program may still be using it."""
+        if self._clients is None:
+            self._clients = {}
         held = self._clients.get(kind)
         if held is not None and held[0] is binding:
             return client, held[1]  # another caller was first: keep one
         if held is not None:
-            self._stale.append((kind, held[1]))
+            self._stale = [*(self._stale or ()), (kind, held[1])]
         self._clients[kind] = (binding, client)
         return None, client
 
@@ -178,11 +198,12 @@ class FleetCluster:
     def _take_clients(self, *, stale_only: bool = False) -> list[tuple[Any, Any]]:
         """The clients handed out, taken off the cluster (to close) as (kind, client) pairs:
         every one, or with ``stale_only`` those built on a binding the cluster no longer has."""
-        with self._lock:
-            taken = {kind: held for kind, held in self._clients.items() if not stale_only or held[0] is not self.binding}
+        with _CLIENTS_LOCK:
+            clients = self._clients or {}
+            taken = {kind: held for kind, held in clients.items() if not stale_only or held[0] is not self.binding}
             for kind in taken:
-                del self._clients[kind]
-            stale, self._stale = self._stale, []
+                del clients[kind]
+            stale, self._stale = self._stale or [], None
         return stale + [(kind, client) for kind, (_, client) in taken.items()]
 
     def __repr__(self) -> str:
