@@ -5,6 +5,7 @@ type, the ``file`` type, real exec plugin subprocesses)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -426,3 +427,29 @@ def test_a_client_built_on_the_changed_profile_is_not_closed_by_its_update(make_
         until(lambda: not old.configuration.cpcreds_binding._finalizer.alive, what="the old client to close")
         assert new.configuration.cpcreds_binding._finalizer.alive  # built on the new binding: kept
         assert cluster.api_client() is new
+
+
+_parsed = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=300),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12) | st.integers() | st.booleans(), inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_parsed)
+def test_profiles_held_with_shared_strings_equal_the_parsed_ones(value: Any) -> None:
+    from cpcreds.fleet.inventory import shared
+
+    assert shared(value) == value  # YAML's int and bool keys and long strings pass as they are
+
+
+def test_profiles_of_a_folder_share_their_keys_and_repeated_values(tmp_path: Path) -> None:
+    from cpcreds.fleet.inventory import DirectorySource
+
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(profile("a")))
+    (tmp_path / "b.json").write_text(json.dumps(profile("b")))
+    upserts = DirectorySource(tmp_path).scan().upserts
+    a, b = (upserts[f"fleet-system/{name}"][0] for name in "ab")
+    (key_a,), (key_b,) = [[k for k in p if k == "metadata"] for p in (a, b)]
+    assert key_a is key_b and a["metadata"]["namespace"] is b["metadata"]["namespace"]

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..logs import get_logger, redact_text
 from .hubclient import HubAuthError, HubConnector
-from .inventory import Change, profile_key
+from .inventory import Change, profile_key, shared
 
 __all__ = ["HubSource", "HubOptions", "HubProblem", "GROUP", "PLURAL", "VERSIONS", "backoff_delay", "read_bounded_answer", "watch_events", "problem_text"]
 
@@ -277,7 +277,7 @@ class HubSource:
                 if key is None:
                     # Dropping it would report a profile deleted that may be there: refuse the list.
                     raise HubProblem(f"the hub's ClusterProfile list has an item without a usable metadata.name (item {index})")
-                items[key] = item
+                items[key] = shared(item)
             metadata = page["metadata"]
             token = metadata.get("continue")
             if not token:
@@ -355,7 +355,7 @@ class HubSource:
                     if known.pop(key, None) is not None:
                         send(Change(deletes={key}))
                 elif known.get(key) != item:
-                    known[key] = item
+                    known[key] = item = shared(item)
                     send(Change(upserts={key: (item, origin)}))
         finally:
             with self._open_lock:
