@@ -2,7 +2,8 @@
 
 structlog is imported the first time an event is actually logged (a level the standard logger
 lets through), not when a module asks for its logger: ``cpcreds get-credential`` and a library
-that logs nothing never pay for it.
+that logs nothing never pay for it. :mod:`logging` itself is imported by the first event of any
+level (or by :func:`configure_logging`, unless it is asked to wait for that).
 
 Library modules call :func:`get_logger`; the events go to the standard :mod:`logging` logger of
 the same name and nowhere else, so an application that configures nothing sees only warnings on
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "REDACTED"]
+__all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "stdlib_logging", "REDACTED"]
 
 class _Pattern:
     """A regular expression compiled on its first use. The redaction patterns take ~15 ms to
