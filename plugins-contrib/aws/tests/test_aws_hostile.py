@@ -79,7 +79,8 @@ def test_a_hanging_sts_fails_within_the_timeout(aws, user, spoke, role_engine, m
     began = time.monotonic()
     with pytest.raises(CredentialError) as caught:
         engine.get_credential(profile(spoke))
-    assert time.monotonic() - began < 2 + 0.5
+    # The margin is for a loaded machine (the suite runs beside others); a retried hang would be 4 s.
+    assert time.monotonic() - began < 2 + 1.5
     assert "did not answer within the 2s timeout" in str(caught.value)
     _one_line_without(str(caught.value), user.secret_key)
 
@@ -94,7 +95,7 @@ def test_a_hanging_ecr_fails_within_the_kubelet_timeout(aws, user, run_command) 
         input=encode_request(ECR_IMAGE, API_VERSION_V1).decode(),
         CPCREDS_DEFAULT_TIMEOUT="2s",
     )
-    assert time.monotonic() - began < 2 + 3  # the interpreter's start besides
+    assert time.monotonic() - began < 2 + 3.5  # the interpreter's start besides, on a loaded machine
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "did not answer within the 2s timeout" in result.stderr
 
