@@ -19,8 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
 
@@ -40,8 +39,8 @@ _log = get_logger(__name__)
 BUILTIN_PLUGIN = "cpcreds (built-in)"
 
 
-@dataclass(frozen=True)
-class ProviderType:
+# Named tuples, not dataclasses: defining a dataclass costs ~0.5 ms of every command's start.
+class ProviderType(NamedTuple):
     """A registered provider type and where it came from."""
 
     name: str
@@ -51,8 +50,7 @@ class ProviderType:
     version: str | None = None
 
 
-@dataclass(frozen=True)
-class PluginLoadError:
+class PluginLoadError(NamedTuple):
     """A plugin that could not be loaded, and why (one line)."""
 
     plugin: str

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._configrules import entry_timeout
 from .errors import ConfigError
@@ -23,8 +22,7 @@ __all__ = ["Settings", "Setting", "SETTINGS", "ENV_PREFIX"]
 ENV_PREFIX = "CPCREDS_"
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):  # not a dataclass: defining one costs ~0.5 ms of every command's start
     """One ``CPCREDS_<NAME>`` variable: its default, and the values allowed (None: any text)."""
 
     name: str
