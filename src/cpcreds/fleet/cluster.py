@@ -48,7 +48,7 @@ class FleetCluster:
 
     # Slotted: one per cluster, 100,000 in a large fleet.
     __slots__ = (
-        "key", "namespace", "name", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
+        "key", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
         "_clients", "_stale", "_credentialed", "_answered", "_credential", "_due", "_replacing", "_next_probe",
     )  # fmt: skip
@@ -56,8 +56,6 @@ class FleetCluster:
     def __init__(self, key: str, profile: dict[str, Any], origin: str = "") -> None:
         #: ``namespace/name`` (``name`` for a profile without a namespace).
         self.key = key
-        namespace, _, name = key.rpartition("/")
-        self.namespace, self.name = namespace, name
         #: The ClusterProfile as the inventory holds it now.
         self.profile = profile
         #: Where the inventory found it: the file, or the hub and namespace.
@@ -102,6 +100,16 @@ class FleetCluster:
         self._due: float | None = None
         self._replacing = False
         self._next_probe = 0.0
+
+    @property
+    def namespace(self) -> str:
+        """The profile's namespace ("" for none)."""
+        return self.key.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        """The profile's name."""
+        return self.key.rpartition("/")[2]
 
     @property
     def provider(self) -> str | None:

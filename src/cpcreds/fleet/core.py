@@ -1,8 +1,10 @@
 """``cpcreds.Fleet``: every cluster of an inventory with a working credential, engaged and
 disengaged as clusters come, change, turn unhealthy and go.
 
-The fleet runs on its own event loop in one thread (``cpcreds-fleet``): the inventory source,
-one task per cluster (fetch, refresh ahead of expiry, back off on failure) and the decisions.
+The fleet runs on its own event loop in one thread (``cpcreds-fleet``; or on the program's loop,
+see :meth:`Fleet.run`): the inventory source, one scheduler of every cluster's fetches (fetch,
+refresh ahead of expiry, back off on failure; a task per fetch only while it runs) and the
+decisions.
 The program talks to it from any thread or event loop: sync (``with Fleet(...)``, callbacks) or
 asyncio (``async with``, ``async for event in fleet.events()``). Callbacks run in one thread of
 their own (``cpcreds-fleet-callbacks``), in order; an async iterator's events arrive on the

@@ -68,6 +68,15 @@ def shared(value: Any, field: str = "") -> Any:
     return value
 
 
+def _signature(info: os.stat_result) -> int:
+    """A file's modification time, size and inode in one int: one object per file held, not a
+    tuple of three (~0.1 KB a profile at 100,000); equal exactly when all three are."""
+    return (info.st_mtime_ns & _MTIME_BITS) | info.st_size << 96 | info.st_ino << 160  # a time before 1970 is negative
+
+
+_MTIME_BITS = (1 << 96) - 1
+
+
 def folder_problem(exc: OSError) -> str:
     """What an ``OSError`` from listing the profiles folder means, for an operator."""
     if isinstance(exc, FileNotFoundError):
@@ -98,7 +107,7 @@ class Change:
 
 @dataclass(slots=True)
 class _File:
-    signature: tuple[int, int, int]
+    signature: int
     profiles: dict[str, dict[str, Any]]
 
 
@@ -244,8 +253,8 @@ class DirectorySource:
             elif not holders:
                 del self._holders[key]
 
-    def _listing(self, change: Change) -> dict[str, tuple[int, int, int]]:
-        present: dict[str, tuple[int, int, int]] = {}
+    def _listing(self, change: Change) -> dict[str, int]:
+        present: dict[str, int] = {}
         problem = None
         try:
             with os.scandir(self.path) as entries:
@@ -257,7 +266,7 @@ class DirectorySource:
                     except OSError:
                         continue  # removed between listing and stat
                     if stat.S_ISREG(info.st_mode):
-                        present[entry.path] = (info.st_mtime_ns, info.st_size, info.st_ino)
+                        present[entry.path] = _signature(info)
         except OSError as exc:
             problem = folder_problem(exc)
         folder = os.fspath(self.path)
