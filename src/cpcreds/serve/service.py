@@ -249,12 +249,10 @@ class Service:
         )
 
     def _show_shard(self, fleet: Fleet) -> None:
-        from ..shard.metrics import OverlapCollector
-
         shard = self.shard
         self.board.shard = ShardStatus(shard, fleet.ownership)
         self.metrics.register(ShardCollector(self.board.shard, lambda: len(fleet)))
-        self.metrics.register(OverlapCollector(shard))
+        shard.register_metrics(self.metrics)  # once per registry, also if the fleet is given it
         self.out.write(f"cpcreds serve: shard member {shard.identity} of group {shard.group} (Leases in {shard.namespace}), status URL {shard.status_url}\n")
         self.out.flush()
 
