@@ -18,6 +18,7 @@ import yaml
 
 pytest.importorskip("cpcreds_secretreader", reason="install plugins-contrib/secretreader")
 
+from cpcreds import CredentialEngine, ProviderError  # noqa: E402
 from secretreader_helpers import BIN, FLEET, cluster, entry  # noqa: E402
 from tests.fakes.fixtures import HUB_TOKEN  # noqa: E402
 from tests.fakes.hub import HubServer, secret  # noqa: E402
@@ -27,10 +28,11 @@ from tests.test_kube import ConnectProxy  # noqa: E402
 EXEC_PLUGIN = Path(__file__).resolve().parents[3] / "tests" / "fakes" / "exec_plugin.py"
 
 
-def exec_kubeconfig(hub: HubServer, path: Path, *plugin_args: str) -> Path:
-    """The hub's kubeconfig with its user an exec plugin (the tests' fake) run with ``plugin_args``."""
+def exec_kubeconfig(hub: HubServer, path: Path, *plugin_args: str, **fields: Any) -> Path:
+    """The hub's kubeconfig with its user an exec plugin (the tests' fake) run with ``plugin_args``
+    (``fields`` replace those of the exec entry)."""
     document: dict[str, Any] = hub.kubeconfig(HUB_TOKEN, namespace=FLEET)
-    exec_user = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(EXEC_PLUGIN), *plugin_args]}
+    exec_user = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(EXEC_PLUGIN), *plugin_args], **fields}
     document["users"][0]["user"] = {"exec": exec_user}
     path.write_text(yaml.safe_dump(document))
     return path
@@ -85,3 +87,22 @@ def test_https_proxy_carries_the_plain_hubs_request(hub: HubServer, kubeconfig: 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["status"]["token"] == "t-spoke-1"
     assert proxy.targets == [hub.url.removeprefix("https://")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        pytest.param({"apiVersion": None}, "an exec entry without apiVersion", id="no-api-version"),
+        pytest.param({"command": ""}, "an exec entry without command", id="no-command"),
+        pytest.param({"env": "A=b"}, "env is not a list", id="env-not-a-list"),
+        pytest.param({"args": "--token x"}, "args are not a list", id="args-not-a-list"),
+        pytest.param({"args": [str(EXEC_PLUGIN), "--exit-code", "3", "--stderr", "no hub for you"]}, "exec plugin failed", id="plugin-fails"),
+    ],
+)
+def test_a_broken_hub_exec_user_is_one_provider_error(hub: HubServer, tmp_path: Path, make_engine: Any, fields: dict[str, Any], words: str) -> None:
+    engine: CredentialEngine = make_engine(entry({"kubeconfig": str(exec_kubeconfig(hub, tmp_path / "hub.kubeconfig", **fields))}, timeout="10s"))
+
+    with pytest.raises(ProviderError) as raised:
+        engine.get_credential(cluster("spoke-1"))
+
+    assert words in str(raised.value) and "\n" not in str(raised.value)

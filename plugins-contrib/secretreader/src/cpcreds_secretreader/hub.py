@@ -476,9 +476,14 @@ def _run_exec_user(document: dict[str, Any], context: dict[str, Any], deadline: 
     from cpcreds.sdk import AccessPlan, CredentialError, ExecSpec
 
     exec_entry = user["exec"]
-    command = exec_entry.get("command")
-    if not isinstance(command, str) or not command:
-        raise _Worded("the hub kubeconfig's user has an exec entry without a command")
+    command, api_version, env = exec_entry.get("command"), exec_entry.get("apiVersion"), exec_entry.get("env")
+    for name, value in (("command", command), ("apiVersion", api_version)):
+        if not isinstance(value, str) or not value:
+            raise _Worded(f"the hub kubeconfig's user has an exec entry without {name}")
+    if not isinstance(env, (list, type(None))) or not all(isinstance(e, dict) for e in env or ()):
+        raise _Worded("the hub kubeconfig's user has an exec entry whose env is not a list of name and value")
+    if not isinstance(exec_entry.get("args"), (list, type(None))):
+        raise _Worded("the hub kubeconfig's user has an exec entry whose args are not a list")
     # client-go runs a relative command with a slash from the kubeconfig's folder.
     if "/" in command and not os.path.isabs(command) and path:
         command = os.path.join(os.path.dirname(os.path.abspath(path)), command)
@@ -489,10 +494,10 @@ def _run_exec_user(document: dict[str, Any], context: dict[str, Any], deadline: 
     runner = ExecProvider()
     try:
         spec = ExecSpec(
-            api_version=str(exec_entry.get("apiVersion") or ""),
+            api_version=api_version,
             command=command,
             args=tuple(str(a) for a in exec_entry.get("args") or ()),
-            env=tuple((str(e.get("name")), str(e.get("value"))) for e in exec_entry.get("env") or () if isinstance(e, dict)),
+            env=tuple((str(e.get("name")), str(e.get("value"))) for e in env or ()),
             provide_cluster_info=exec_entry.get("provideClusterInfo") is True,
             interactive_mode="Never",  # a plugin run by a controller or the kubelet has no terminal
             install_hint=str(exec_entry.get("installHint") or ""),
