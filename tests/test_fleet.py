@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, Disengaged, Engaged, Fleet, FleetEvent, ProfileFeed
 from tests.fakes.builders import exec_entry
-from tests.fleet_harness import MEMBER, Recorder, make_engine, make_fleet, profile, until
+from tests.fleet_harness import MEMBER, Recorder, auntil, make_engine, make_fleet, profile, until
 
 __all__ = ["make_engine", "make_fleet"]  # fixtures
 
@@ -159,6 +159,7 @@ async def test_a_cancelled_consumer_does_not_stop_the_fleet_for_others(make_flee
     stayer = fleet.events()
     feed.put(profile("a"))
     assert isinstance(await asyncio.wait_for(anext(stayer), 5), Engaged)
+    await auntil(lambda: bool(seen), what="the quitter's first event")  # both had it; then it quits
     quitter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await quitter

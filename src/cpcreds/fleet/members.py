@@ -115,6 +115,8 @@ class Deduplicator:
 
     def __init__(self) -> None:
         self.index = MemberIndex()
+        # The profiles of inventory members, to pass on when their standing changes; a profile
+        # without a member id always stands, is passed on as it comes and never held here.
         self._held: dict[str, tuple[dict[str, Any], str]] = {}
         self._out: set[str] = set()  # keys passed on as standing
 
@@ -124,11 +126,14 @@ class Deduplicator:
             self._held.pop(key, None)
             touched |= self.index.remove(key)
         for key, held in change.upserts.items():
-            self._held[key] = held
             touched |= self.index.update(key, held[0])
+            if key in self.index._member:
+                self._held[key] = held
+            else:
+                self._held.pop(key, None)
         out = Change(problems=dict(change.problems))
         for key in touched:
-            held = self._held.get(key)
+            held = change.upserts.get(key) or self._held.get(key)
             if held is not None and self.index.stands(key):
                 if key not in self._out or key in change.upserts:
                     out.upserts[key] = held
