@@ -51,7 +51,7 @@ def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
     assert heavy(loaded_after(code)) == []
     script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
     ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs"}
+    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._record"}
 
 
 @pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])
@@ -343,3 +343,134 @@ def test_reading_options_and_their_help_loads_nothing_heavy() -> None:
         "        pass\n"
     )
     assert heavy(loaded_after(code)) == []
+
+
+#: What an exec plugin's run on the SDK runner does without (each costs a one-shot plugin
+#: milliseconds of its start): the dataclasses machinery (inspect, ast, dis, tokenize), pathlib
+#: (and the urllib.parse and ipaddress it imports) and logging.
+RUNNER_UNNEEDED = ("dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "logging")
+
+
+def test_a_provider_main_run_loads_no_dataclasses_pathlib_or_logging(tmp_path: Path) -> None:
+    # A provider with declared options that logs a debug event, run as a console script runs it:
+    # a new process answering a request that carries the cluster (issue 19's console scripts).
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import atexit, json, sys
+            from cpcreds.sdk import Credential, Duration, Options, get_logger, option, provider_main
+            atexit.register(lambda: sys.stderr.write(json.dumps(sorted(sys.modules))))
+            log = get_logger("cpcreds_test_plugin")
+            class O(Options):
+                audience: str = option("a", description="who the token is for")
+                ttl: Duration = option(600.0, min=1)
+            class P:
+                options_model = O
+                def __init__(self, options):
+                    self.options = O.read(options)
+                def get_credential(self, plan):
+                    log.debug("minting", audience=self.options.audience, server=plan.cluster.server)
+                    return Credential(token=self.options.audience + "-" + plan.cluster.server)
+            provider_main("test", P)()
+            """
+        )
+    )
+    request = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False, "cluster": {"server": "https://spoke-1:6443", "certificate-authority-data": "aGVsbG8=", "config": {"x": 1}}},
+    }
+    result = subprocess.run(
+        [sys.executable, str(script), "--audience", "fleet", "--ttl=5m"],
+        env={"PATH": "/usr/bin:/bin", "KUBERNETES_EXEC_INFO": json.dumps(request)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"]["token"] == "fleet-https://spoke-1:6443"
+    loaded = set(json.loads(result.stderr))
+    assert heavy({name.split(".")[0] for name in loaded}) == []
+    assert sorted(set(RUNNER_UNNEEDED) & loaded) == []
+
+
+# -- frozen records: the base types are dataclasses without importing dataclasses ------------------
+
+
+def _declare(decorate: Any, field: Any, *, kw_only: bool = False, eq: bool = True) -> type:
+    """One declaration with every feature the base types use, made a class by ``decorate``."""
+    namespace: dict[str, Any] = {}
+    exec(  # noqa: S102 - the same source for both decorators
+        textwrap.dedent(
+            """
+            class Shape:
+                '''A shape.'''
+                name: str
+                size: int = 3
+                tags: tuple = field(default_factory=lambda: ("a",))
+                secret: bytes = field(default=b"", repr=False)
+                seen: object = field(default=None, init=False, compare=False)
+                key: str = field(init=False, repr=False)
+                def __post_init__(self):
+                    object.__setattr__(self, "key", f"{self.name}/{self.size}")
+            """
+        ),
+        {"field": field},
+        namespace,
+    )
+    return decorate(kw_only=kw_only, eq=eq)(namespace["Shape"])
+
+
+@pytest.mark.parametrize("kw_only", [False, True])
+@pytest.mark.parametrize("eq", [True, False])
+def test_a_frozen_record_behaves_as_the_frozen_dataclass_it_declares(kw_only: bool, eq: bool) -> None:
+    import copy
+    import dataclasses
+    import inspect
+
+    from cpcreds._record import frozen_record, record_field
+
+    real = _declare(lambda **kw: dataclasses.dataclass(frozen=True, **kw), dataclasses.field, kw_only=kw_only, eq=eq)
+    ours = _declare(frozen_record, record_field, kw_only=kw_only, eq=eq)
+    assert str(inspect.signature(ours)) == str(inspect.signature(real))
+    assert ours.__match_args__ == real.__match_args__
+    assert dataclasses.is_dataclass(ours) and repr(ours.__dataclass_params__) == repr(real.__dataclass_params__)
+    described = [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.kw_only) for f in dataclasses.fields(real)]
+    assert [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.kw_only) for f in dataclasses.fields(ours)] == described
+    for cls in (real, ours):
+        assert not hasattr(cls, "key") and cls.seen is None and cls.size == 3  # class attributes as a dataclass leaves them
+    made = [cls(name="x", size=5, secret=b"s") for cls in (real, ours)]
+    assert repr(made[1]).replace(ours.__qualname__, "R") == repr(made[0]).replace(real.__qualname__, "R")
+    assert vars(made[1]) == vars(made[0])
+    assert dataclasses.asdict(made[1]) == dataclasses.asdict(made[0])
+    assert vars(dataclasses.replace(made[1], size=6)) == vars(dataclasses.replace(made[0], size=6))
+    other = ours(name="x", size=5, secret=b"s")
+    assert (made[1] == other) is eq and (made[1] != ours(name="y")) is True
+    assert (hash(made[1]) == hash(other)) is eq  # by the fields, or by identity without eq
+    assert vars(copy.deepcopy(made[1])) == vars(made[1])  # pickle's protocol, as copy uses it
+    for value in made:
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'size'"):
+            value.size = 1
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
+            del value.name
+    with pytest.raises(TypeError):
+        ours("x", 5, ("a",), b"", 1) if not kw_only else ours("x")
+
+
+def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> None:
+    import dataclasses
+    import pickle
+
+    from cpcreds.sdk import AccessPlan, Credential, ExecCluster, PluginRequest
+
+    credential = Credential(token="t")
+    assert dataclasses.is_dataclass(credential) and dataclasses.fields(Credential)[0].name == "token"
+    assert dataclasses.replace(credential, token="u").token == "u"
+    assert dataclasses.asdict(credential)["token"] == "t"
+    plan = AccessPlan(provider="p", kind="k", cluster=ExecCluster(server="https://x"))
+    assert dataclasses.replace(plan, timeout=5.0).key != plan.key
+    assert pickle.loads(pickle.dumps(credential)) == credential
+    assert [f.name for f in dataclasses.fields(PluginRequest)] == ["api_version", "interactive", "cluster", "from_environment"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        credential.token = "x"  # type: ignore[misc]

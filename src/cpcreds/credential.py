@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from ._record import frozen_record, record_field
 
 if TYPE_CHECKING:  # a base type: the pydantic models are not imported to build a Credential
     from .api import ExecCredentialStatus
@@ -67,7 +68,7 @@ def format_rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen_record(repr=False)
 class Credential:
     """A bearer token or a client certificate and key, with an optional expiry.
 
@@ -85,8 +86,8 @@ class Credential:
     client_key_data: str | None = None
     expiration_timestamp: datetime | None = None
     #: The leaf certificate's validity, when a certificate was given (for rotation metrics).
-    certificate_not_before: datetime | None = field(default=None, init=False, compare=False)
-    certificate_not_after: datetime | None = field(default=None, init=False, compare=False)
+    certificate_not_before: datetime | None = record_field(default=None, init=False, compare=False)
+    certificate_not_after: datetime | None = record_field(default=None, init=False, compare=False)
 
     def __post_init__(self) -> None:
         token = self.token or None

@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+from ._record import frozen_record, record_field
 
 __all__ = [
     "API_VERSION_V1",
@@ -60,7 +61,7 @@ def unpassable_text(value: str) -> str | None:
     return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen_record(kw_only=True)
 class ExecCluster:
     """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire,
     see :func:`cpcreds.plan.cluster_to_wire`), and what ``AccessPlan.cluster`` holds.
@@ -75,7 +76,7 @@ class ExecCluster:
     server: str
     tls_server_name: str = ""
     insecure_skip_tls_verify: bool = False
-    certificate_authority_data: bytes = field(default=b"", repr=False)
+    certificate_authority_data: bytes = record_field(default=b"", repr=False)
     proxy_url: str = ""
     disable_compression: bool = False
     config: Any = None

@@ -13,11 +13,11 @@ import base64
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
 from typing import Any
 
+from ._record import frozen_record, record_field
 from .kep import ExecCluster
 from .logs import _Pattern, redact_text
 
@@ -85,7 +85,7 @@ def mask_env(env: Iterable[tuple[str, str]]) -> list[str]:
     return [f"{name}={MASK}" for name, _ in env]
 
 
-@dataclass(frozen=True, repr=False)
+@frozen_record(repr=False)
 class ExecSpec:
     """The exec plugin invocation for one plan: the entry's ExecConfig after the policies."""
 
@@ -178,7 +178,7 @@ def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
     return compact_json(cluster_to_wire(cluster), encoder)
 
 
-@dataclass(frozen=True, eq=False)
+@frozen_record(eq=False)
 class AccessPlan:
     """Everything needed to get one credential, frozen; equal plans share a cached credential.
 
@@ -193,9 +193,9 @@ class AccessPlan:
     kind: str
     cluster: ExecCluster
     exec: ExecSpec | None = None
-    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    options: Mapping[str, Any] = record_field(default_factory=lambda: MappingProxyType({}))
     timeout: float = 60.0
-    key: str = field(init=False, repr=False)
+    key: str = record_field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", _plan_key(self))

@@ -39,11 +39,11 @@ import re
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
 from ._parse import Limits, load_or_raise
+from ._record import frozen_record
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
@@ -79,7 +79,7 @@ class PluginRequestError(CredentialError, ValueError):
     """KUBERNETES_EXEC_INFO is present but not a usable ExecCredential request."""
 
 
-@dataclass(frozen=True)
+@frozen_record()
 class PluginRequest:
     """What the client asked: the apiVersion to answer in, whether stdin is ours, the cluster.
 

@@ -1,0 +1,221 @@
+"""Frozen dataclasses whose :mod:`dataclasses` machinery is built only when someone asks for it.
+
+``import dataclasses`` costs an exec plugin ~8 ms (it imports :mod:`inspect`, which imports
+:mod:`ast`, :mod:`dis`, :mod:`tokenize` ...), a fifth of a one-shot plugin's whole run. The base
+types every run builds (:class:`~cpcreds.Credential`, :class:`~cpcreds.AccessPlan`,
+:class:`~cpcreds.kep.ExecCluster`, ...) are declared with :func:`frozen_record` instead: it
+writes the same ``__init__`` (same signature, defaults, ``__post_init__`` call), ``__repr__``,
+``__eq__``, ``__hash__``, ``__match_args__`` and frozen ``__setattr__``/``__delattr__`` as
+``@dataclass(frozen=True, ...)`` would, and the class's ``__dataclass_fields__`` and
+``__dataclass_params__`` are made by :mod:`dataclasses` itself on first access. So
+``dataclasses.is_dataclass``, ``fields``, ``replace`` and ``asdict`` work on these classes as on
+any frozen dataclass (tests/test_imports.py compares them with real dataclasses); a run that never
+calls them never imports :mod:`dataclasses`. Assigning to a field raises
+``dataclasses.FrozenInstanceError``, as a frozen dataclass does.
+
+Instances keep a ``__dict__`` (as a dataclass without ``slots=True`` does): fast paths fill it
+directly, and a field with a plain default stays a class attribute.
+"""
+
+from __future__ import annotations
+
+from reprlib import recursive_repr
+from typing import Any, Callable, TypeVar
+
+__all__ = ["frozen_record", "record_field"]
+
+_T = TypeVar("_T", bound=type)
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+class _Factory:
+    """The default an ``__init__`` shows for a field with a ``default_factory`` (dataclasses
+    shows ``<factory>`` too)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_MISSING: Any = _Missing()
+_FACTORY: Any = _Factory()
+
+
+class _FieldSpec:
+    __slots__ = ("default", "default_factory", "init", "repr", "compare")
+
+    def __init__(self, default: Any, default_factory: Any, init: bool, repr: bool, compare: bool) -> None:
+        self.default, self.default_factory, self.init, self.repr, self.compare = default, default_factory, init, repr, compare
+
+
+def record_field(
+    *, default: Any = _MISSING, default_factory: Callable[[], Any] | Any = _MISSING, init: bool = True, repr: bool = True, compare: bool = True
+) -> Any:
+    """:func:`dataclasses.field` for a :func:`frozen_record` (its ``default``, ``default_factory``,
+    ``init``, ``repr`` and ``compare``)."""
+    if default is not _MISSING and default_factory is not _MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return _FieldSpec(default, default_factory, init, repr, compare)
+
+
+class _Declared(tuple):  # type: ignore[type-arg]
+    """(name, annotation, spec) per field, in order; and the decorator's parameters."""
+
+    kw_only: bool
+    eq: bool
+    repr: bool
+
+
+class _LazyDataclass:
+    """``__dataclass_fields__`` / ``__dataclass_params__`` of a record: made by
+    :func:`dataclasses.dataclass` on a twin class with the same fields on first access, then
+    stored on the class in place of this descriptor."""
+
+    __slots__ = ("_attribute",)
+
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        twin = _twin(owner)
+        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
+            type.__setattr__(owner, attribute, twin.__dict__[attribute])
+        return twin.__dict__[self._attribute]
+
+
+def _twin(cls: type) -> type:
+    import dataclasses  # asked for by dataclasses.fields/replace/asdict/is_dataclass: load it now
+
+    declared: _Declared = cls.__dict__["__record__"]
+    namespace: dict[str, Any] = {
+        "__annotations__": {name: annotation for name, annotation, _ in declared},
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    for name, _, spec in declared:
+        given: dict[str, Any] = {"init": spec.init, "repr": spec.repr, "compare": spec.compare}
+        if spec.default is not _MISSING:
+            given["default"] = spec.default
+        if spec.default_factory is not _MISSING:
+            given["default_factory"] = spec.default_factory
+        namespace[name] = dataclasses.field(**given)
+    return dataclasses.dataclass(frozen=True, kw_only=declared.kw_only, eq=declared.eq, repr=declared.repr)(type(cls.__name__, (), namespace))
+
+
+def _frozen_error(message: str) -> Exception:
+    import dataclasses  # only when code assigns to a field, which is a bug
+
+    return dataclasses.FrozenInstanceError(message)
+
+
+def frozen_record(*, kw_only: bool = False, eq: bool = True, repr: bool = True) -> Callable[[_T], _T]:
+    """``@dataclass(frozen=True, kw_only=kw_only, eq=eq, repr=repr)`` without importing
+    :mod:`dataclasses` (see the module's docstring). Fields are the class's own annotations, with
+    a default or a :func:`record_field`; ``__init__``, ``__repr__`` and ``__eq__`` the class
+    defines itself are kept, as a dataclass keeps them."""
+
+    def decorate(cls: _T) -> _T:
+        declared = _Declared(
+            (name, annotation, _spec_of(cls, name))
+            for name, annotation in cls.__dict__.get("__annotations__", {}).items()
+            if "ClassVar" not in str(annotation)
+        )
+        declared.kw_only, declared.eq, declared.repr = kw_only, eq, repr
+        _build(cls, declared)
+        return cls
+
+    return decorate
+
+
+def _spec_of(cls: type, name: str) -> _FieldSpec:
+    value = cls.__dict__.get(name, _MISSING)
+    spec = value if isinstance(value, _FieldSpec) else _FieldSpec(value, _MISSING, True, True, True)
+    # As a dataclass leaves them: a plain default stays a class attribute, anything else goes.
+    if spec.default is not _MISSING:
+        setattr(cls, name, spec.default)
+    elif name in cls.__dict__:
+        delattr(cls, name)
+    return spec
+
+
+def _build(cls: type, declared: _Declared) -> None:
+    qualname = cls.__qualname__
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_frozen_error": _frozen_error, "_recursive_repr": recursive_repr}
+    lines: list[str] = []
+
+    # __init__, as dataclasses writes it: defaults bound at definition, factories called per call.
+    if "__init__" not in cls.__dict__:
+        positional, keyword, body = [], [], []
+        for name, _, spec in declared:
+            if spec.init:
+                if spec.default is not _MISSING:
+                    namespace[f"_dflt_{name}"] = spec.default
+                    parameter = f"{name}=_dflt_{name}"
+                elif spec.default_factory is not _MISSING:
+                    namespace[f"_fact_{name}"] = spec.default_factory
+                    parameter = f"{name}=_FACTORY"
+                    body.append(f"  if {name} is _FACTORY: {name} = _fact_{name}()")
+                else:
+                    parameter = name
+                (keyword if declared.kw_only else positional).append(parameter)
+                body.append(f"  _own[{name!r}] = {name}")
+            elif spec.default_factory is not _MISSING:
+                namespace[f"_fact_{name}"] = spec.default_factory
+                body.append(f"  _own[{name!r}] = _fact_{name}()")
+            # (not in __init__ with a plain default: read from the class attribute, as a dataclass does)
+        parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+        post = ["  self.__post_init__()"] if hasattr(cls, "__post_init__") else []
+        lines += [f"def __init__({parameters}):", "  _own = self.__dict__", *body, *post, "  pass"]
+
+    compared = [name for name, _, spec in declared if spec.compare]
+    values = "(" + "".join(f"self.{name}," for name in compared) + ")"
+    if declared.repr and "__repr__" not in cls.__dict__:
+        shown = ", ".join(f"{name}={{self.{name}!r}}" for name, _, spec in declared if spec.repr)
+        lines += ["@_recursive_repr()", "def __repr__(self):", f"  return f'{{self.__class__.__qualname__}}({shown})'"]
+    if declared.eq and "__eq__" not in cls.__dict__:
+        others = "(" + "".join(f"other.{name}," for name in compared) + ")"
+        lines += [
+            "def __eq__(self, other):",
+            "  if other.__class__ is self.__class__:",
+            f"    return {values} == {others}",
+            "  return NotImplemented",
+        ]
+    # frozen and eq: hashable by the compared fields, unless the class wrote its own __hash__.
+    if declared.eq and cls.__dict__.get("__hash__") is None:
+        lines += ["def __hash__(self):", f"  return hash({values})"]
+    names = tuple(name for name, _, _ in declared)
+    namespace["_fields"] = frozenset(names)
+    namespace["_cls"] = cls
+    lines += [
+        "def __setattr__(self, name, value):",
+        "  if type(self) is _cls or name in _fields:",
+        "    raise _frozen_error(f'cannot assign to field {name!r}')",
+        "  super(_cls, self).__setattr__(name, value)",
+        "def __delattr__(self, name):",
+        "  if type(self) is _cls or name in _fields:",
+        "    raise _frozen_error(f'cannot delete field {name!r}')",
+        "  super(_cls, self).__delattr__(name)",
+    ]
+    exec("\n".join(lines), namespace)  # noqa: S102 - our own source, as dataclasses does
+    annotations = {name: annotation for name, annotation, spec in declared if spec.init}
+    for method in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"):
+        function = namespace.get(method)
+        if function is None:
+            continue
+        function.__qualname__ = f"{qualname}.{method}"
+        if method == "__init__":
+            function.__annotations__ = {**annotations, "return": None}
+        setattr(cls, method, function)
+    if "__match_args__" not in cls.__dict__:
+        cls.__match_args__ = () if declared.kw_only else tuple(name for name, _, spec in declared if spec.init)  # type: ignore[attr-defined]
+    cls.__record__ = declared  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = _LazyDataclass("__dataclass_fields__")  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _LazyDataclass("__dataclass_params__")  # type: ignore[attr-defined]
