@@ -351,15 +351,18 @@ def test_reading_options_and_their_help_loads_nothing_heavy() -> None:
 RUNNER_UNNEEDED = ("dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "logging")
 
 
-def test_a_provider_main_run_loads_no_dataclasses_pathlib_or_logging(tmp_path: Path) -> None:
-    # A provider with declared options that logs a debug event, run as a console script runs it:
-    # a new process answering a request that carries the cluster (issue 19's console scripts).
+@pytest.mark.parametrize("mode", ["exec", "kubelet"])
+def test_a_plugin_run_on_the_sdk_runner_loads_no_dataclasses_pathlib_or_logging(tmp_path: Path, mode: str) -> None:
+    # A provider with declared options that logs a debug event, run as its console scripts run
+    # it: a new process answering one request (issue 19's console scripts), through provider_main
+    # (KUBERNETES_EXEC_INFO with the cluster) or kubelet_plugin_main (a request on stdin).
     script = tmp_path / "plugin.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
             import atexit, json, sys
-            from cpcreds.sdk import Credential, Duration, Options, get_logger, option, provider_main
+            from cpcreds.sdk import (AuthConfig, Credential, CredentialProviderResponse, Duration, Options, get_logger,
+                                     kubelet_plugin_main, option, provider_main)
             atexit.register(lambda: sys.stderr.write(json.dumps(sorted(sys.modules))))
             log = get_logger("cpcreds_test_plugin")
             class O(Options):
@@ -372,7 +375,10 @@ def test_a_provider_main_run_loads_no_dataclasses_pathlib_or_logging(tmp_path: P
                 def get_credential(self, plan):
                     log.debug("minting", audience=self.options.audience, server=plan.cluster.server)
                     return Credential(token=self.options.audience + "-" + plan.cluster.server)
-            provider_main("test", P)()
+                def get_image_credential(self, request, *, timeout):
+                    log.debug("minting", image=request.image)
+                    return CredentialProviderResponse("Registry", {{"registry.example": AuthConfig(self.options.audience, "pw")}}, 60.0)
+            (provider_main if {mode!r} == "exec" else kubelet_plugin_main)("test", P)()
             """
         )
     )
@@ -381,15 +387,21 @@ def test_a_provider_main_run_loads_no_dataclasses_pathlib_or_logging(tmp_path: P
         "kind": "ExecCredential",
         "spec": {"interactive": False, "cluster": {"server": "https://spoke-1:6443", "certificate-authority-data": "aGVsbG8=", "config": {"x": 1}}},
     }
+    image_request = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "CredentialProviderRequest", "image": "registry.example/app:1"}
     result = subprocess.run(
         [sys.executable, str(script), "--audience", "fleet", "--ttl=5m"],
         env={"PATH": "/usr/bin:/bin", "KUBERNETES_EXEC_INFO": json.dumps(request)},
+        input=json.dumps(image_request) if mode == "kubelet" else "",
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["status"]["token"] == "fleet-https://spoke-1:6443"
+    answer = json.loads(result.stdout)
+    if mode == "exec":
+        assert answer["status"]["token"] == "fleet-https://spoke-1:6443"
+    else:
+        assert answer["auth"]["registry.example"]["username"] == "fleet"
     loaded = set(json.loads(result.stderr))
     assert heavy({name.split(".")[0] for name in loaded}) == []
     assert sorted(set(RUNNER_UNNEEDED) & loaded) == []
@@ -398,7 +410,7 @@ def test_a_provider_main_run_loads_no_dataclasses_pathlib_or_logging(tmp_path: P
 # -- frozen records: the base types are dataclasses without importing dataclasses ------------------
 
 
-def _declare(decorate: Any, field: Any, *, kw_only: bool = False, eq: bool = True) -> type:
+def _declare(decorate: Any, field: Any, **parameters: bool) -> type:
     """One declaration with every feature the base types use, made a class by ``decorate``."""
     namespace: dict[str, Any] = {}
     exec(  # noqa: S102 - the same source for both decorators
@@ -410,6 +422,7 @@ def _declare(decorate: Any, field: Any, *, kw_only: bool = False, eq: bool = Tru
                 size: int = 3
                 tags: tuple = field(default_factory=lambda: ("a",))
                 secret: bytes = field(default=b"", repr=False)
+                labels: object = field(default=(), hash=False)
                 seen: object = field(default=None, init=False, compare=False)
                 key: str = field(init=False, repr=False)
                 def __post_init__(self):
@@ -419,43 +432,54 @@ def _declare(decorate: Any, field: Any, *, kw_only: bool = False, eq: bool = Tru
         {"field": field},
         namespace,
     )
-    return decorate(kw_only=kw_only, eq=eq)(namespace["Shape"])
+    return decorate(**parameters)(namespace["Shape"])
 
 
-@pytest.mark.parametrize("kw_only", [False, True])
-@pytest.mark.parametrize("eq", [True, False])
-def test_a_frozen_record_behaves_as_the_frozen_dataclass_it_declares(kw_only: bool, eq: bool) -> None:
+@pytest.mark.parametrize("slots", [False, True], ids=["dict", "slots"])
+@pytest.mark.parametrize("kw_only", [False, True], ids=["positional", "kw_only"])
+@pytest.mark.parametrize("eq", [True, False], ids=["eq", "no-eq"])
+def test_a_frozen_record_behaves_as_the_frozen_dataclass_it_declares(kw_only: bool, eq: bool, slots: bool) -> None:
     import copy
     import dataclasses
     import inspect
 
     from cpcreds._record import frozen_record, record_field
 
-    real = _declare(lambda **kw: dataclasses.dataclass(frozen=True, **kw), dataclasses.field, kw_only=kw_only, eq=eq)
-    ours = _declare(frozen_record, record_field, kw_only=kw_only, eq=eq)
+    parameters = {"kw_only": kw_only, "eq": eq, "slots": slots}
+    real = _declare(lambda **kw: dataclasses.dataclass(frozen=True, **kw), dataclasses.field, **parameters)
+    ours = _declare(frozen_record, record_field, **parameters)
     assert str(inspect.signature(ours)) == str(inspect.signature(real))
-    assert ours.__match_args__ == real.__match_args__
+    assert ours.__match_args__ == real.__match_args__ and ours.__doc__ == real.__doc__
+    assert getattr(ours, "__slots__", None) == getattr(real, "__slots__", None)
     assert dataclasses.is_dataclass(ours) and repr(ours.__dataclass_params__) == repr(real.__dataclass_params__)
-    described = [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.kw_only) for f in dataclasses.fields(real)]
-    assert [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.kw_only) for f in dataclasses.fields(ours)] == described
-    for cls in (real, ours):
-        assert not hasattr(cls, "key") and cls.seen is None and cls.size == 3  # class attributes as a dataclass leaves them
-    made = [cls(name="x", size=5, secret=b"s") for cls in (real, ours)]
+    described = [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash, f.kw_only) for f in dataclasses.fields(real)]
+    assert [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash, f.kw_only) for f in dataclasses.fields(ours)] == described
+    attributes = ("key", "seen", "size", "name")
+    assert [not slots and hasattr(ours, name) and getattr(ours, name) for name in attributes] == [
+        not slots and hasattr(real, name) and getattr(real, name) for name in attributes
+    ]  # class attributes as a dataclass leaves them
+
+    def state(value: Any) -> Any:
+        return vars(value) if not slots else {name: getattr(value, name) for name in real.__slots__}
+
+    made = [cls(name="x", size=5, secret=b"s", labels=[1]) for cls in (real, ours)]
     assert repr(made[1]).replace(ours.__qualname__, "R") == repr(made[0]).replace(real.__qualname__, "R")
-    assert vars(made[1]) == vars(made[0])
+    assert state(made[1]) == state(made[0])
     assert dataclasses.asdict(made[1]) == dataclasses.asdict(made[0])
-    assert vars(dataclasses.replace(made[1], size=6)) == vars(dataclasses.replace(made[0], size=6))
-    other = ours(name="x", size=5, secret=b"s")
-    assert (made[1] == other) is eq and (made[1] != ours(name="y")) is True
-    assert (hash(made[1]) == hash(other)) is eq  # by the fields, or by identity without eq
-    assert vars(copy.deepcopy(made[1])) == vars(made[1])  # pickle's protocol, as copy uses it
+    assert state(dataclasses.replace(made[1], size=6)) == state(dataclasses.replace(made[0], size=6))
+    hashable = ours(name="x", size=5, secret=b"s")
+    assert (made[1] == ours(name="x", size=5, secret=b"s", labels=[1])) is eq and (made[1] != ours(name="y")) is True
+    assert (hash(hashable) == hash(ours(name="x", size=5, secret=b"s"))) is eq  # by the fields, or by identity without eq
+    if eq:
+        assert hash(made[1]) == hash(ours(name="x", size=5, secret=b"s", labels=[2]))  # labels: hash=False (a list would not hash)
+    assert state(copy.deepcopy(made[1])) == state(made[1])  # pickle's protocol, as copy uses it
     for value in made:
         with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'size'"):
             value.size = 1
         with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
             del value.name
     with pytest.raises(TypeError):
-        ours("x", 5, ("a",), b"", 1) if not kw_only else ours("x")
+        ours("x", 5, ("a",), b"", (), 1) if not kw_only else ours("x")
 
 
 def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> None:

@@ -49,20 +49,26 @@ _FACTORY: Any = _Factory()
 
 
 class _FieldSpec:
-    __slots__ = ("default", "default_factory", "init", "repr", "compare")
+    __slots__ = ("default", "default_factory", "init", "repr", "compare", "hash")
 
-    def __init__(self, default: Any, default_factory: Any, init: bool, repr: bool, compare: bool) -> None:
-        self.default, self.default_factory, self.init, self.repr, self.compare = default, default_factory, init, repr, compare
+    def __init__(self, default: Any, default_factory: Any, init: bool, repr: bool, compare: bool, hash: bool | None) -> None:
+        self.default, self.default_factory, self.init, self.repr, self.compare, self.hash = default, default_factory, init, repr, compare, hash
 
 
 def record_field(
-    *, default: Any = _MISSING, default_factory: Callable[[], Any] | Any = _MISSING, init: bool = True, repr: bool = True, compare: bool = True
+    *,
+    default: Any = _MISSING,
+    default_factory: Callable[[], Any] | Any = _MISSING,
+    init: bool = True,
+    repr: bool = True,
+    compare: bool = True,
+    hash: bool | None = None,
 ) -> Any:
     """:func:`dataclasses.field` for a :func:`frozen_record` (its ``default``, ``default_factory``,
-    ``init``, ``repr`` and ``compare``)."""
+    ``init``, ``repr``, ``compare`` and ``hash``)."""
     if default is not _MISSING and default_factory is not _MISSING:
         raise ValueError("cannot specify both default and default_factory")
-    return _FieldSpec(default, default_factory, init, repr, compare)
+    return _FieldSpec(default, default_factory, init, repr, compare, hash)
 
 
 class _Declared(tuple):  # type: ignore[type-arg]
@@ -71,6 +77,7 @@ class _Declared(tuple):  # type: ignore[type-arg]
     kw_only: bool
     eq: bool
     repr: bool
+    slots: bool
 
 
 class _LazyDataclass:
@@ -101,7 +108,7 @@ def _twin(cls: type) -> type:
         "__doc__": cls.__doc__,
     }
     for name, _, spec in declared:
-        given: dict[str, Any] = {"init": spec.init, "repr": spec.repr, "compare": spec.compare}
+        given: dict[str, Any] = {"init": spec.init, "repr": spec.repr, "compare": spec.compare, "hash": spec.hash}
         if spec.default is not _MISSING:
             given["default"] = spec.default
         if spec.default_factory is not _MISSING:
@@ -116,30 +123,40 @@ def _frozen_error(message: str) -> Exception:
     return dataclasses.FrozenInstanceError(message)
 
 
-def frozen_record(*, kw_only: bool = False, eq: bool = True, repr: bool = True) -> Callable[[_T], _T]:
-    """``@dataclass(frozen=True, kw_only=kw_only, eq=eq, repr=repr)`` without importing
-    :mod:`dataclasses` (see the module's docstring). Fields are the class's own annotations, with
-    a default or a :func:`record_field`; ``__init__``, ``__repr__`` and ``__eq__`` the class
-    defines itself are kept, as a dataclass keeps them."""
+def frozen_record(*, kw_only: bool = False, eq: bool = True, repr: bool = True, slots: bool = False) -> Callable[[_T], _T]:
+    """``@dataclass(frozen=True, kw_only=kw_only, eq=eq, repr=repr, slots=slots)`` without
+    importing :mod:`dataclasses` (see the module's docstring). Fields are the class's own
+    annotations, with a default or a :func:`record_field`; ``__init__``, ``__repr__`` and
+    ``__eq__`` the class defines itself are kept, as a dataclass keeps them. With ``slots``, the
+    class returned is a new one with ``__slots__``, as a dataclass's is."""
 
     def decorate(cls: _T) -> _T:
         declared = _Declared(
-            (name, annotation, _spec_of(cls, name))
+            (name, annotation, _spec_of(cls, name, slots))
             for name, annotation in cls.__dict__.get("__annotations__", {}).items()
             if "ClassVar" not in str(annotation)
         )
-        declared.kw_only, declared.eq, declared.repr = kw_only, eq, repr
+        declared.kw_only, declared.eq, declared.repr, declared.slots = kw_only, eq, repr, slots
+        if slots:
+            namespace = dict(cls.__dict__)
+            namespace["__slots__"] = tuple(name for name, _, _ in declared)
+            namespace.pop("__dict__", None)
+            namespace.pop("__weakref__", None)
+            qualname = cls.__qualname__
+            cls = type(cls)(cls.__name__, cls.__bases__, namespace)
+            cls.__qualname__ = qualname
         _build(cls, declared)
         return cls
 
     return decorate
 
 
-def _spec_of(cls: type, name: str) -> _FieldSpec:
+def _spec_of(cls: type, name: str, slots: bool) -> _FieldSpec:
     value = cls.__dict__.get(name, _MISSING)
-    spec = value if isinstance(value, _FieldSpec) else _FieldSpec(value, _MISSING, True, True, True)
-    # As a dataclass leaves them: a plain default stays a class attribute, anything else goes.
-    if spec.default is not _MISSING:
+    spec = value if isinstance(value, _FieldSpec) else _FieldSpec(value, _MISSING, True, True, True, None)
+    # As a dataclass leaves them: a plain default stays a class attribute (not beside a slot of
+    # the same name), anything else goes.
+    if spec.default is not _MISSING and not slots:
         setattr(cls, name, spec.default)
     elif name in cls.__dict__:
         delattr(cls, name)
@@ -148,8 +165,10 @@ def _spec_of(cls: type, name: str) -> _FieldSpec:
 
 def _build(cls: type, declared: _Declared) -> None:
     qualname = cls.__qualname__
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_frozen_error": _frozen_error, "_recursive_repr": recursive_repr}
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_frozen_error": _frozen_error, "_recursive_repr": recursive_repr, "_set": object.__setattr__}
     lines: list[str] = []
+    # A slotted instance has no __dict__: its fields are set through the slots' descriptors.
+    assign = "  _set(self, {name!r}, {value})" if declared.slots else "  _own[{name!r}] = {value}"
 
     # __init__, as dataclasses writes it: defaults bound at definition, factories called per call.
     if "__init__" not in cls.__dict__:
@@ -166,14 +185,18 @@ def _build(cls: type, declared: _Declared) -> None:
                 else:
                     parameter = name
                 (keyword if declared.kw_only else positional).append(parameter)
-                body.append(f"  _own[{name!r}] = {name}")
+                body.append(assign.format(name=name, value=name))
             elif spec.default_factory is not _MISSING:
                 namespace[f"_fact_{name}"] = spec.default_factory
-                body.append(f"  _own[{name!r}] = _fact_{name}()")
-            # (not in __init__ with a plain default: read from the class attribute, as a dataclass does)
+                body.append(assign.format(name=name, value=f"_fact_{name}()"))
+            elif spec.default is not _MISSING and declared.slots:
+                namespace[f"_dflt_{name}"] = spec.default
+                body.append(assign.format(name=name, value=f"_dflt_{name}"))
+            # (else not in __init__: a plain default is read from the class attribute, as a dataclass does)
         parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
         post = ["  self.__post_init__()"] if hasattr(cls, "__post_init__") else []
-        lines += [f"def __init__({parameters}):", "  _own = self.__dict__", *body, *post, "  pass"]
+        own = [] if declared.slots else ["  _own = self.__dict__"]
+        lines += [f"def __init__({parameters}):", *own, *body, *post, "  pass"]
 
     compared = [name for name, _, spec in declared if spec.compare]
     values = "(" + "".join(f"self.{name}," for name in compared) + ")"
@@ -188,10 +211,21 @@ def _build(cls: type, declared: _Declared) -> None:
             f"    return {values} == {others}",
             "  return NotImplemented",
         ]
-    # frozen and eq: hashable by the compared fields, unless the class wrote its own __hash__.
+    # frozen and eq: hashable by the compared fields (or those marked hash=True), unless the class
+    # wrote its own __hash__.
     if declared.eq and cls.__dict__.get("__hash__") is None:
-        lines += ["def __hash__(self):", f"  return hash({values})"]
+        hashed = [name for name, _, spec in declared if (spec.compare if spec.hash is None else spec.hash)]
+        lines += ["def __hash__(self):", "  return hash((" + "".join(f"self.{name}," for name in hashed) + "))"]
+    if declared.slots:  # pickle and copy: a frozen slotted instance is restored through _set
+        lines += [
+            "def __getstate__(self):",
+            "  return [getattr(self, name) for name in _names]",
+            "def __setstate__(self, state):",
+            "  for name, value in zip(_names, state):",
+            "    _set(self, name, value)",
+        ]
     names = tuple(name for name, _, _ in declared)
+    namespace["_names"] = names
     namespace["_fields"] = frozenset(names)
     namespace["_cls"] = cls
     lines += [
@@ -206,9 +240,9 @@ def _build(cls: type, declared: _Declared) -> None:
     ]
     exec("\n".join(lines), namespace)  # noqa: S102 - our own source, as dataclasses does
     annotations = {name: annotation for name, annotation, spec in declared if spec.init}
-    for method in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"):
+    for method in ("__init__", "__repr__", "__eq__", "__hash__", "__getstate__", "__setstate__", "__setattr__", "__delattr__"):
         function = namespace.get(method)
-        if function is None:
+        if function is None or (method in ("__getstate__", "__setstate__") and method in cls.__dict__):
             continue
         function.__qualname__ = f"{qualname}.{method}"
         if method == "__init__":
