@@ -84,3 +84,36 @@ def test_library_configures_no_logging_on_import() -> None:
     importlib.reload(cpcreds)
     assert root.handlers == handlers
     assert not logging.getLogger("cpcreds").handlers
+
+
+@pytest.mark.parametrize(
+    ("setup", "shown"),
+    [
+        ("", False),  # nothing configured: the root logger's WARNING drops it, logging never imported
+        ("from cpcreds.logs import configure_logging; configure_logging('debug', on_first_use=True)", True),  # get-credential
+        ("from cpcreds.logs import configure_logging; configure_logging('debug')", True),  # serve, the other commands
+        ("import logging; logging.basicConfig(level=logging.DEBUG)", True),  # an application configuring after the import
+        ("import logging; logging.basicConfig(level=logging.DEBUG); logging.getLogger('vendor').setLevel('INFO')", False),
+    ],
+    ids=["unconfigured", "cli-on-first-use", "cli", "application", "application-info"],
+)
+def test_a_debug_event_reaches_every_configuration_at_its_level(setup: str, shown: bool) -> None:
+    # A provider's debug event, the way a one-shot plugin emits it (sdk.get_logger at import).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from cpcreds.sdk import get_logger\n"
+        "log = get_logger('vendor')\n"
+        f"{setup}\n"
+        "log.debug('minting', audience='fleet', token='s3cr3t')\n"
+        "log.info('minted')\n"
+        "print('logging' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert ("minting" in result.stderr) is shown
+    assert "minted" in result.stderr if setup else result.stderr == ""
+    assert "s3cr3t" not in result.stderr
+    assert result.stdout.strip() == str(bool(setup))  # logging is imported only when something may log
