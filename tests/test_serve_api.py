@@ -13,8 +13,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpcreds.serve.status import BadQuery, ClusterStatus, Query, StatusBoard
-from tests.fakes.builders import access_provider, cluster_profile
+from cpcreds import CredentialEngine, ProviderConfig
+from cpcreds.fleet.cluster import FleetCluster
+from cpcreds.serve.status import BadQuery, Query, StatusBoard
+from tests.fakes.builders import access_provider, cluster_profile, exec_entry
+
+#: Resolves a profile offering "mint" (nothing is fetched): the board's rows are fleet clusters.
+_ENGINE = CredentialEngine(ProviderConfig.from_dict({"providers": [exec_entry("mint")]}))
+
+
+def row(key: str, *, provider: bool = True) -> FleetCluster:
+    """A cluster of serve's fleet as the board files it: bound to "mint", or to nothing."""
+    namespace, _, name = key.rpartition("/")
+    profile = cluster_profile(name, access_provider("mint"), namespace=namespace)
+    cluster = FleetCluster(key, profile, "test")
+    cluster.binding = _ENGINE.bind(profile) if provider else None
+    return cluster
 
 MINT = {"name": "mint", "type": "mint", "options": {"lifetime": 3600}}
 OTHER = {"name": "other", "type": "mint", "options": {"lifetime": 3600}}
@@ -59,7 +73,7 @@ keys = st.lists(st.from_regex(r"[a-c]{1,2}/[a-d]{1,3}", fullmatch=True), unique=
 def test_pages_of_any_limit_give_each_profile_present_throughout_exactly_once_in_order(first: list[str], limit: int, changes: list[tuple[bool, str]], order: str) -> None:
     board = StatusBoard()
     for key in first:
-        board.put(ClusterStatus(key=key, origin="test", provider="mint"))
+        board.put(row(key))
     pages: list[dict[str, Any]] = []
     token = None
     touched: set[str] = set()
@@ -73,7 +87,7 @@ def test_pages_of_any_limit_give_each_profile_present_throughout_exactly_once_in
         # Profiles come and go between pages.
         for add, key in pending[:3]:
             touched.add(key)
-            board.put(ClusterStatus(key=key, origin="test", provider="mint")) if add else board.drop(key)
+            board.put(row(key)) if add else board.drop(key)
         pending = pending[3:]
     seen = [c["key"] for c in pages]
     assert len(seen) == len(set(seen))  # never twice
@@ -85,7 +99,7 @@ def test_a_continue_token_of_another_serve_is_expired_and_a_mangled_one_is_a_bad
     board, other = StatusBoard(), StatusBoard()
     for board_ in (board, other):
         for i in range(5):
-            board_.put(ClusterStatus(key=f"ns/c{i}", origin="test"))
+            board_.put(row(f"ns/c{i}", provider=False))
     _, token = other.select(Query(limit=2))
     assert token
     with pytest.raises(BadQuery) as expired:
@@ -98,12 +112,14 @@ def test_a_continue_token_of_another_serve_is_expired_and_a_mangled_one_is_a_bad
 
 def test_a_changed_state_moves_a_profile_between_filters_and_counts() -> None:
     board = StatusBoard()
-    status = ClusterStatus(key="ns/c", origin="test", provider="mint")
+    status = row("ns/c")
     board.put(status)
     status.state = "failing"
+    board.put(status)  # as the fleet's hooks do after every change
     assert [c["key"] for c in board.select(Query(state="failing"))[0]] == ["ns/c"]
     assert board.counts()["failing"] == 1 and board.counts_by_provider() == {"mint": {"failing": 1}}
     status.state = "ready"
+    board.put(status)
     assert board.select(Query(state="failing"))[0] == []
     board.drop("ns/c")
     assert board.counts_by_provider() == {} and board.select(Query())[0] == []
@@ -171,7 +187,7 @@ def test_a_continue_token_for_other_filters_or_of_an_earlier_run_is_refused(flee
     assert status == 400 and "other filters" in body["message"]
     foreign = StatusBoard()
     for i in range(3):
-        foreign.put(ClusterStatus(key=f"ns/c{i}", origin="test"))
+        foreign.put(row(f"ns/c{i}", provider=False))
     stale = foreign.select(Query(limit=1))[1]
     status, body = listing(fleet, f"limit=1&continue={quote(stale or '')}")
     assert (status, body["reason"]) == (410, "Expired")

@@ -34,7 +34,6 @@ from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
 from ..fleet.cluster import FleetCluster
 from ..fleet.core import Fleet, FolderSource
-from ..fleet.health import control_plane_healthy
 from ..fleet.hooks import FleetHooks
 from ..fleet.inventory import Change, DirectorySource
 from ..fleet.members import MemberIndex
@@ -43,7 +42,7 @@ from ..registry import ProviderRegistry
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .probe import Prober
 from .settings import ServeSettings, UnusableFolder, parse_listen
-from .status import ClusterStatus, ServeCollector, ShardCollector, ShardStatus, StatusBoard
+from .status import ServeCollector, ShardCollector, ShardStatus, StatusBoard
 
 __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
@@ -423,17 +422,7 @@ class _ServeHooks(FleetHooks):
         self._duplicates: dict[tuple[str, str], list[str]] = {}
 
     def changed(self, cluster: FleetCluster) -> None:
-        board = self.board
-        status = board.get(cluster.key)
-        if status is None:
-            status = ClusterStatus(key=cluster.key, origin=cluster.origin)
-            board.put(status)
-        status.origin = cluster.origin
-        status.provider, status.server = cluster.provider, cluster.server
-        status.state, status.failures, status.last_error = cluster.state, cluster.failures, cluster.last_error
-        status.expires_at, status.next_refresh, status.last_success = cluster.expires_at, cluster.next_refresh, cluster.last_success
-        status.answered_by, status.probe = cluster.answered_by, cluster.probe
-        status.control_plane_healthy = control_plane_healthy(cluster.profile)
+        self.board.put(cluster)  # the board shows the fleet's cluster itself, filed again
 
     def removed(self, cluster: FleetCluster) -> None:
         self.board.drop(cluster.key)

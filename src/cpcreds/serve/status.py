@@ -18,10 +18,10 @@ import os
 import threading
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -29,10 +29,13 @@ from prometheus_client.registry import Collector
 from ..fleet.health import control_plane_healthy
 from ..logs import redact_text
 
+if TYPE_CHECKING:
+    from ..fleet.cluster import FleetCluster
+
 __all__ = [
     "ShardStatus",
     "ShardCollector",
-    "ClusterStatus",
+    "cluster_dict",
     "ProbeResult",
     "StatusBoard",
     "Query",
@@ -53,8 +56,6 @@ _RANK = {"failing": 0, "invalid": 1, "unmatched": 2, "pending": 3, "ready": 4}
 #: overrides): above it, a scrape of five series per profile grows past what Prometheus should
 #: take every 15 s (see docs/metrics.md for the sizes measured).
 PER_PROFILE_METRICS_LIMIT = 5000
-#: Watched attributes of :class:`ClusterStatus`: a change re-files the profile in the indexes.
-_INDEXED = frozenset({"state", "provider", "expires_at"})
 
 
 def _rfc3339(epoch: float | None) -> str | None:
@@ -83,56 +84,30 @@ class ProbeResult:
         }
 
 
-@dataclass(slots=True)
-class ClusterStatus:
-    """The state of one profile. Written by serve's fleet hooks (one event loop), read by HTTP threads
-    through :class:`StatusBoard` snapshots. Setting ``state``, ``provider`` or ``expires_at`` of
-    a status on a board marks it for re-filing there (the writer needs no call of its own).
-    Slotted: one per profile, 100,000 in a fleet, and no per-instance ``__dict__``."""
-
-    #: The board this status is filed on (set by StatusBoard.put). First: set before any field.
-    _board: StatusBoard | None = field(default=None, init=False, repr=False, compare=False)
-    key: str
-    origin: str
-    provider: str | None = None
-    state: str = "pending"
-    expires_at: float | None = None  # epoch seconds; None: no expiry, or no credential
-    last_success: float | None = None
-    last_error: str | None = None
-    failures: int = 0
-    next_refresh: float | None = None
-    probe: ProbeResult | None = None
-    #: The profile's ControlPlaneHealthy condition: {"status": "True", "reason": ..., "message": ...}.
-    control_plane_healthy: Mapping[str, str] | None = None
-    server: str | None = None
-    #: The provider whose credential is held: ``provider`` (the preferred one) unless the profile
-    #: failed over to another (``failover: true``); None before the first success.
-    answered_by: str | None = None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name in _INDEXED and self._board is not None:
-            self._board._touch(self.key)
-
-    def to_dict(self) -> dict[str, Any]:
-        namespace, _, name = self.key.rpartition("/")
-        return {
-            "key": self.key,
-            "namespace": namespace,
-            "name": name,
-            "origin": self.origin,
-            "server": self.server,
-            "provider": self.provider,
-            "answeredBy": self.answered_by,
-            "state": self.state,
-            "expirationTimestamp": _rfc3339(self.expires_at),
-            "lastSuccess": _rfc3339(self.last_success),
-            "lastError": self.last_error,
-            "consecutiveFailures": self.failures,
-            "nextRefresh": _rfc3339(self.next_refresh),
-            "probe": self.probe.to_dict() if self.probe is not None else None,
-            "controlPlaneHealthy": dict(self.control_plane_healthy) if self.control_plane_healthy else None,
-        }
+def cluster_dict(cluster: FleetCluster) -> dict[str, Any]:
+    """One cluster of serve's fleet as ``/v1/clusters`` shows it (read from any thread: the
+    fleet's loop writes each attribute whole)."""
+    key = cluster.key
+    namespace, _, name = key.rpartition("/")
+    probe = cluster.probe
+    condition = control_plane_healthy(cluster.profile)
+    return {
+        "key": key,
+        "namespace": namespace,
+        "name": name,
+        "origin": cluster.origin,
+        "server": cluster.server,
+        "provider": cluster.provider,
+        "answeredBy": cluster.answered_by,
+        "state": cluster.state,
+        "expirationTimestamp": _rfc3339(cluster.expires_at),
+        "lastSuccess": _rfc3339(cluster.last_success),
+        "lastError": cluster.last_error,
+        "consecutiveFailures": cluster.failures,
+        "nextRefresh": _rfc3339(cluster.next_refresh),
+        "probe": probe.to_dict() if probe is not None else None,
+        "controlPlaneHealthy": dict(condition) if condition else None,
+    }
 
 
 class _SortedIndex:
@@ -202,7 +177,7 @@ class _SortedIndex:
             yield from block
 
 
-def _filing(status: ClusterStatus) -> tuple[str, str, float]:
+def _filing(status: FleetCluster) -> tuple[str, str, float]:
     """What a profile is filed under: (state, provider, expiry; +inf for none)."""
     return status.state, status.provider or "", math.inf if status.expires_at is None else status.expires_at
 
@@ -239,10 +214,12 @@ class Query:
 
 @dataclass
 class StatusBoard:
-    """Every profile's :class:`ClusterStatus`, plus the service's own state, behind one lock."""
+    """Every profile's :class:`~cpcreds.fleet.cluster.FleetCluster` (serve's fleet's own: the
+    board holds no copy), filed in sorted indexes, plus the service's own state, behind one lock.
+    The fleet's hooks :meth:`put` a cluster whenever it changed, so it is filed again."""
 
     source: str = "directory"
-    _clusters: dict[str, ClusterStatus] = field(default_factory=dict)
+    _clusters: dict[str, FleetCluster] = field(default_factory=dict)
     _problems: dict[str, str] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     synced: bool = False
@@ -273,29 +250,21 @@ class StatusBoard:
     #: restart) is refused as expired, not misread.
     _instance: str = field(default_factory=lambda: base64.urlsafe_b64encode(os.urandom(6)).decode())
 
-    def put(self, status: ClusterStatus) -> None:
+    def put(self, cluster: FleetCluster) -> None:
+        """File ``cluster`` (new, or changed since it was filed): O(1) now, re-filed by the next
+        reader."""
         with self._lock:
-            previous = self._clusters.get(status.key)
-            if previous is not None and previous is not status:
-                object.__setattr__(previous, "_board", None)  # a replaced status re-files nothing
-            self._clusters[status.key] = status
-            object.__setattr__(status, "_board", self)
-            self._dirty.add(status.key)
+            self._clusters[cluster.key] = cluster
+            self._dirty.add(cluster.key)
 
-    def get(self, key: str) -> ClusterStatus | None:
-        """The status filed for ``key``, or None."""
+    def get(self, key: str) -> FleetCluster | None:
+        """The cluster filed for ``key``, or None."""
         return self._clusters.get(key)
 
     def drop(self, key: str) -> None:
         with self._lock:
-            status = self._clusters.pop(key, None)
-            if status is not None:
-                object.__setattr__(status, "_board", None)
+            if self._clusters.pop(key, None) is not None:
                 self._dirty.add(key)
-
-    def _touch(self, key: str) -> None:
-        with self._lock:
-            self._dirty.add(key)
 
     def _file_changes(self) -> None:
         """Bring the indexes and counts up to date (lock held): O(changes x log N), or one
@@ -326,7 +295,7 @@ class StatusBoard:
         self._index[""] = _SortedIndex.of(list(filed))
         self._attention = _SortedIndex.of([(_RANK.get(state, len(_RANK)), expiry, key) for key, (state, _, expiry) in filed.items()])
 
-    def _refile(self, status: ClusterStatus) -> None:
+    def _refile(self, status: FleetCluster) -> None:
         """File ``status`` under its current state, provider and expiry: O(log N), and only the
         indexes whose value changed are touched (a refresh moves it in the page's order only)."""
         key = status.key
@@ -399,8 +368,8 @@ class StatusBoard:
             return "first sync in progress"
         return self.not_ready
 
-    def _shown(self, status: ClusterStatus) -> dict[str, Any]:
-        return {**status.to_dict(), "kubeconfigError": self._kubeconfig_errors.get(status.key)}
+    def _shown(self, cluster: FleetCluster) -> dict[str, Any]:
+        return {**cluster_dict(cluster), "kubeconfigError": self._kubeconfig_errors.get(cluster.key)}
 
     def snapshot(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every cluster as ``/v1/clusters`` shows it (sorted by key), and the inventory problems."""
@@ -512,7 +481,7 @@ class StatusBoard:
         with self._lock:
             return len(self._clusters)
 
-    def _rows(self) -> list[ClusterStatus]:
+    def _rows(self) -> list[FleetCluster]:
         with self._lock:
             return list(self._clusters.values())
 
@@ -552,7 +521,7 @@ class ServeCollector(Collector):
             yield from self._per_profile(board._rows())
 
     @staticmethod
-    def _per_profile(rows: list[ClusterStatus]) -> Iterator[GaugeMetricFamily]:
+    def _per_profile(rows: list[FleetCluster]) -> Iterator[GaugeMetricFamily]:
         expiry = GaugeMetricFamily("cpcreds_serve_credential_expiry_timestamp_seconds", "When the held credential expires (Unix time); absent without an expiry.", labels=["profile", "provider"])
         success = GaugeMetricFamily("cpcreds_serve_credential_last_success_timestamp_seconds", "When the last fetch succeeded (Unix time).", labels=["profile", "provider"])
         failing = GaugeMetricFamily("cpcreds_serve_credential_consecutive_failures", "Fetches failed in a row for the profile (0 when the last one succeeded).", labels=["profile", "provider"])
