@@ -443,7 +443,9 @@ def _show_key(key: str) -> str:
 
 # -- YAML ----------------------------------------------------------------------------------------
 
-_INT = re.compile(
+# Compiled by the first YAML scalar that looks like a number: a JSON document (a plugin's request or
+# answer) never needs them.
+_INT = _Pattern(
     r"""[-+]?0b[0-1_]+
     |[-+]?0[0-7_]+
     |[-+]?(?:0|[1-9][0-9_]*)
@@ -452,12 +454,12 @@ _INT = re.compile(
 )
 # PyYAML's YAML 1.1 patterns (so that what yaml.safe_dump writes reads back the same), without
 # base 60: a float needs a dot, and an exponent needs a sign.
-_FLOAT = re.compile(
+_FLOAT = _Pattern(
     r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
     |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?""",
     re.X,
 )
-_INF = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_INF = _Pattern(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _BOOLS = {
     **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),

@@ -19,6 +19,8 @@ directly, and a field with a plain default stays a class attribute.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any, Callable, TypeVar
 
@@ -164,92 +166,114 @@ def _spec_of(cls: type, name: str, slots: bool) -> _FieldSpec:
 
 
 def _build(cls: type, declared: _Declared) -> None:
-    qualname = cls.__qualname__
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_frozen_error": _frozen_error, "_recursive_repr": recursive_repr, "_set": object.__setattr__}
-    lines: list[str] = []
-    # A slotted instance has no __dict__: its fields are set through the slots' descriptors.
-    assign = "  _set(self, {name!r}, {value})" if declared.slots else "  _own[{name!r}] = {value}"
-
-    # __init__, as dataclasses writes it: defaults bound at definition, factories called per call.
+    methods: dict[str, Any] = {}
     if "__init__" not in cls.__dict__:
-        positional, keyword, body = [], [], []
-        for name, _, spec in declared:
-            if spec.init:
-                if spec.default is not _MISSING:
-                    namespace[f"_dflt_{name}"] = spec.default
-                    parameter = f"{name}=_dflt_{name}"
-                elif spec.default_factory is not _MISSING:
-                    namespace[f"_fact_{name}"] = spec.default_factory
-                    parameter = f"{name}=_FACTORY"
-                    body.append(f"  if {name} is _FACTORY: {name} = _fact_{name}()")
-                else:
-                    parameter = name
-                (keyword if declared.kw_only else positional).append(parameter)
-                body.append(assign.format(name=name, value=name))
-            elif spec.default_factory is not _MISSING:
-                namespace[f"_fact_{name}"] = spec.default_factory
-                body.append(assign.format(name=name, value=f"_fact_{name}()"))
-            elif spec.default is not _MISSING and declared.slots:
-                namespace[f"_dflt_{name}"] = spec.default
-                body.append(assign.format(name=name, value=f"_dflt_{name}"))
-            # (else not in __init__: a plain default is read from the class attribute, as a dataclass does)
-        parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-        post = ["  self.__post_init__()"] if hasattr(cls, "__post_init__") else []
-        own = [] if declared.slots else ["  _own = self.__dict__"]
-        lines += [f"def __init__({parameters}):", *own, *body, *post, "  pass"]
-
-    compared = [name for name, _, spec in declared if spec.compare]
-    values = "(" + "".join(f"self.{name}," for name in compared) + ")"
+        methods["__init__"] = _init(cls, declared)
+    compared = _getter([name for name, _, spec in declared if spec.compare])
     if declared.repr and "__repr__" not in cls.__dict__:
-        shown = ", ".join(f"{name}={{self.{name}!r}}" for name, _, spec in declared if spec.repr)
-        lines += ["@_recursive_repr()", "def __repr__(self):", f"  return f'{{self.__class__.__qualname__}}({shown})'"]
+        methods["__repr__"] = _repr([name for name, _, spec in declared if spec.repr])
     if declared.eq and "__eq__" not in cls.__dict__:
-        others = "(" + "".join(f"other.{name}," for name in compared) + ")"
-        lines += [
-            "def __eq__(self, other):",
-            "  if other.__class__ is self.__class__:",
-            f"    return {values} == {others}",
-            "  return NotImplemented",
-        ]
+
+        def __eq__(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return compared(self) == compared(other)
+            return NotImplemented
+
+        methods["__eq__"] = __eq__
     # frozen and eq: hashable by the compared fields (or those marked hash=True), unless the class
     # wrote its own __hash__.
     if declared.eq and cls.__dict__.get("__hash__") is None:
-        hashed = [name for name, _, spec in declared if (spec.compare if spec.hash is None else spec.hash)]
-        lines += ["def __hash__(self):", "  return hash((" + "".join(f"self.{name}," for name in hashed) + "))"]
-    if declared.slots:  # pickle and copy: a frozen slotted instance is restored through _set
-        lines += [
-            "def __getstate__(self):",
-            "  return [getattr(self, name) for name in _names]",
-            "def __setstate__(self, state):",
-            "  for name, value in zip(_names, state):",
-            "    _set(self, name, value)",
-        ]
+        hashed = _getter([name for name, _, spec in declared if (spec.compare if spec.hash is None else spec.hash)])
+
+        def __hash__(self: Any) -> int:
+            return hash(hashed(self))
+
+        methods["__hash__"] = __hash__
     names = tuple(name for name, _, _ in declared)
-    namespace["_names"] = names
-    namespace["_fields"] = frozenset(names)
-    namespace["_cls"] = cls
-    lines += [
-        "def __setattr__(self, name, value):",
-        "  if type(self) is _cls or name in _fields:",
-        "    raise _frozen_error(f'cannot assign to field {name!r}')",
-        "  super(_cls, self).__setattr__(name, value)",
-        "def __delattr__(self, name):",
-        "  if type(self) is _cls or name in _fields:",
-        "    raise _frozen_error(f'cannot delete field {name!r}')",
-        "  super(_cls, self).__delattr__(name)",
-    ]
-    exec("\n".join(lines), namespace)  # noqa: S102 - our own source, as dataclasses does
-    annotations = {name: annotation for name, annotation, spec in declared if spec.init}
-    for method in ("__init__", "__repr__", "__eq__", "__hash__", "__getstate__", "__setstate__", "__setattr__", "__delattr__"):
-        function = namespace.get(method)
-        if function is None or (method in ("__getstate__", "__setstate__") and method in cls.__dict__):
-            continue
-        function.__qualname__ = f"{qualname}.{method}"
-        if method == "__init__":
-            function.__annotations__ = {**annotations, "return": None}
+    if declared.slots:  # pickle and copy: a frozen slotted instance is restored through object's setattr
+        values = _getter(names)
+
+        def __getstate__(self: Any) -> list[Any]:
+            return list(values(self))
+
+        def __setstate__(self: Any, state: list[Any]) -> None:
+            for name, value in zip(names, state):
+                object.__setattr__(self, name, value)
+
+        methods.update((method, function) for method, function in (("__getstate__", __getstate__), ("__setstate__", __setstate__)) if method not in cls.__dict__)
+    fields = frozenset(names)
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in fields:
+            raise _frozen_error(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in fields:
+            raise _frozen_error(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    methods.update(__setattr__=__setattr__, __delattr__=__delattr__)
+    for method, function in methods.items():
+        function.__qualname__ = f"{cls.__qualname__}.{method}"
         setattr(cls, method, function)
     if "__match_args__" not in cls.__dict__:
         cls.__match_args__ = () if declared.kw_only else tuple(name for name, _, spec in declared if spec.init)  # type: ignore[attr-defined]
     cls.__record__ = declared  # type: ignore[attr-defined]
     cls.__dataclass_fields__ = _LazyDataclass("__dataclass_fields__")  # type: ignore[attr-defined]
     cls.__dataclass_params__ = _LazyDataclass("__dataclass_params__")  # type: ignore[attr-defined]
+
+
+def _init(cls: type, declared: _Declared) -> Any:
+    """``__init__`` as dataclasses writes it (compiled source, so that its signature, its
+    defaults and its ``TypeError`` for a wrong call are a dataclass's): defaults bound at
+    definition, factories called per call, then ``__post_init__``."""
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
+    # A slotted instance has no __dict__: its fields are set through the slots' descriptors.
+    assign = "  _set(self, {name!r}, {value})" if declared.slots else "  _own[{name!r}] = {value}"
+    positional, keyword, body = [], [], []
+    for name, _, spec in declared:
+        if spec.init:
+            if spec.default is not _MISSING:
+                namespace[f"_dflt_{name}"] = spec.default
+                parameter = f"{name}=_dflt_{name}"
+            elif spec.default_factory is not _MISSING:
+                namespace[f"_fact_{name}"] = spec.default_factory
+                parameter = f"{name}=_FACTORY"
+                body.append(f"  if {name} is _FACTORY: {name} = _fact_{name}()")
+            else:
+                parameter = name
+            (keyword if declared.kw_only else positional).append(parameter)
+            body.append(assign.format(name=name, value=name))
+        elif spec.default_factory is not _MISSING:
+            namespace[f"_fact_{name}"] = spec.default_factory
+            body.append(assign.format(name=name, value=f"_fact_{name}()"))
+        elif spec.default is not _MISSING and declared.slots:
+            namespace[f"_dflt_{name}"] = spec.default
+            body.append(assign.format(name=name, value=f"_dflt_{name}"))
+        # (else not in __init__: a plain default is read from the class attribute, as a dataclass does)
+    parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    own = [] if declared.slots else ["  _own = self.__dict__"]
+    post = ["  self.__post_init__()"] if hasattr(cls, "__post_init__") else []
+    exec("\n".join([f"def __init__({parameters}):", *own, *body, *post, "  pass"]), namespace)  # noqa: S102 - our own source, as dataclasses does
+    function = namespace["__init__"]
+    function.__annotations__ = {**{name: annotation for name, annotation, spec in declared if spec.init}, "return": None}
+    return function
+
+
+def _getter(names: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of ``names``' values of an instance (what a dataclass compares and hashes)."""
+    if len(names) >= 2:
+        return attrgetter(*names)  # type: ignore[return-value]
+    if names:
+        name = names[0]
+        return lambda self: (getattr(self, name),)
+    return lambda self: ()
+
+
+def _repr(names: Sequence[str]) -> Callable[[Any], str]:
+    @recursive_repr()
+    def __repr__(self: Any) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in names)})"
+
+    return __repr__

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Any
 
 from ._record import frozen_record, record_field
+from .logs import _Pattern
 
 __all__ = [
     "API_VERSION_V1",
@@ -46,7 +46,8 @@ ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/addition
 
 CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
 
-_UNPASSABLE = re.compile("[\x00\ud800-\udfff]")
+# Compiled on first use: a plugin run that hands nothing to a process never needs it.
+_UNPASSABLE = _Pattern("[\x00\ud800-\udfff]")
 
 
 def unpassable_text(value: str) -> str | None:
