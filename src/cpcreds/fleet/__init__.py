@@ -7,8 +7,9 @@ it, engaged and disengaged as clusters come, change, turn unhealthy and go.
 and :mod:`~cpcreds.fleet.hubclient` (the hub's list and watch), :mod:`~cpcreds.fleet.members`
 (KEP-4322 inventory members: one profile per cluster), :mod:`~cpcreds.fleet.health` (the
 ``ControlPlaneHealthy`` gate), :mod:`~cpcreds.fleet.cluster` (:class:`FleetCluster` and the
-events), :mod:`~cpcreds.fleet.core` (:class:`Fleet`: the per-cluster keeping of credentials, the gate,
-the events), :mod:`~cpcreds.fleet.hooks` (what a program built around a fleet, such as
+events), :mod:`~cpcreds.fleet.core` (:class:`Fleet`: the keeping of each cluster's credential, the gate,
+the events), :mod:`~cpcreds.fleet.scheduler` (when each cluster is fetched, one heap and timer
+for all), :mod:`~cpcreds.fleet.hooks` (what a program built around a fleet, such as
 ``cpcreds serve``, hears of its bookkeeping) and :mod:`~cpcreds.fleet.metrics`. The
 public names are exported by ``cpcreds`` itself; nothing here is imported until it is used.
 """

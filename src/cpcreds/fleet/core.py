@@ -2,10 +2,9 @@
 disengaged as clusters come, change, turn unhealthy and go.
 
 The fleet runs on its own event loop in one thread (``cpcreds-fleet``; or on the program's loop,
-see :meth:`Fleet.run`): the inventory source, one scheduler of every cluster's fetches (fetch,
-refresh ahead of expiry, back off on failure; a task per fetch only while it runs) and the
-decisions.
-The program talks to it from any thread or event loop: sync (``with Fleet(...)``, callbacks) or
+see :meth:`Fleet.run`): the inventory source, one scheduler of every cluster's fetches
+(:mod:`cpcreds.fleet.scheduler`: fetch, refresh ahead of expiry, back off on failure; a task per
+fetch only while it runs) and the decisions. The program talks to it from any thread or event loop: sync (``with Fleet(...)``, callbacks) or
 asyncio (``async with``, ``async for event in fleet.events()``). Callbacks run in one thread of
 their own (``cpcreds-fleet-callbacks``), in order; an async iterator's events arrive on the
 iterator's own loop. Neither can slow the fleet down: a slow consumer only falls behind.
@@ -21,14 +20,11 @@ controller on one failed refresh helps nobody.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import os
 import queue
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
@@ -43,6 +39,7 @@ from .hooks import FleetHooks
 from .hub import HubOptions, HubSource
 from .inventory import Change, DirectorySource, ProfileFeed
 from .members import Deduplicator
+from .scheduler import FetchScheduler
 from .ownership import Ownership
 
 __all__ = ["Fleet"]
@@ -162,15 +159,7 @@ class Fleet:
         self.backoff = backoff or BackoffPolicy(initial=1.0, maximum=300.0)
         self._lock = threading.RLock()  # clusters, subscribers, counters: written by the fleet loop
         self._clusters: dict[str, FleetCluster] = {}
-        # The one scheduler of every cluster's fetches (see _schedule): due times in a heap,
-        # clusters due now in a queue, at most ``concurrency`` fetch tasks at once.
-        self._heap: list[tuple[float, int, FleetCluster, Any]] = []
-        self._order = itertools.count()
-        self._due_now: deque[tuple[FleetCluster, Any]] = deque()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = float("inf")
-        self._fetching: set[asyncio.Task[None]] = set()  # fetches holding a slot
-        self._probing: set[asyncio.Task[None]] = set()  # fetches done, probing (no slot)
+        self._scheduler = FetchScheduler(concurrency, self._fetch, self._current, self._fenced)
         self._emitting: dict[str, asyncio.Task[None]] = {}
         self._members = Deduplicator()
         self.shard = shard
@@ -439,10 +428,7 @@ class Fleet:
         self._loop.call_soon(self._loop.stop)
 
     async def _stop_tasks(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._due_now.clear()
-        tasks = [task for task in (self._main, self._rebalancing, *self._fetching, *self._probing, *self._emitting.values()) if task is not None and task is not asyncio.current_task()]
+        tasks = [task for task in (self._main, self._rebalancing, *self._scheduler.stop(), *self._emitting.values()) if task is not None and task is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -555,7 +541,7 @@ class Fleet:
         cluster._next_probe = 0.0
         self.hooks.plan(key, binding.plan, profile)
         self.hooks.changed(cluster)
-        self._schedule(cluster, binding, 0.0)  # the old binding's fetch, if any, is ignored when it ends
+        self._scheduler.schedule(cluster, binding, 0.0)  # the old binding's fetch, if any, is ignored when it ends
 
     def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
         cluster._due = None
@@ -587,69 +573,15 @@ class Fleet:
 
     # -- one cluster ---------------------------------------------------------------------------
 
-    # -- the scheduler: every cluster's fetches ---------------------------------------------------
-    #
-    # One heap of due times and one timer for all clusters, instead of a task sleeping per
-    # cluster (a task, its coroutine and its timer cost ~1.5 KB: 150 MB at 100,000 clusters).
-    # A due cluster waits in a queue for one of ``concurrency`` fetch slots; its fetch runs in a
-    # task of its own, so a hung plugin holds one slot until its timeout and delays no other
-    # cluster. Heap entries are never removed: an entry whose cluster was rescheduled, rebound or
-    # removed since is skipped when it comes up (cluster._due and the binding tell), so a change
-    # of one cluster costs O(log N) and never a scan.
+    def _current(self, cluster: FleetCluster, binding: Any) -> bool:
+        """Whether ``binding`` is still ``cluster``'s and the cluster still the fleet's."""
+        return cluster.binding is binding and self._clusters.get(cluster.key) is cluster
 
-    def _schedule(self, cluster: FleetCluster, binding: Any, delay: float | None) -> None:
-        """Fetch ``cluster``'s credential through ``binding`` in ``delay`` seconds (None: not
-        before its profile changes)."""
-        if delay is None:
-            cluster._due = None
-            return
-        loop = asyncio.get_running_loop()
-        when = loop.time() + max(delay, 0.0)
-        cluster._due = when
-        if delay <= 0:
-            self._due_now.append((cluster, binding))
-            self._start_fetches()
-            return
-        heapq.heappush(self._heap, (when, next(self._order), cluster, binding))
-        if when < self._timer_at:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer, self._timer_at = loop.call_at(when, self._timer_fired), when
-
-    def _timer_fired(self) -> None:
-        loop = asyncio.get_running_loop()
-        now, heap = loop.time(), self._heap
-        while heap and heap[0][0] <= now:
-            when, _, cluster, binding = heapq.heappop(heap)
-            if cluster._due == when and cluster.binding is binding:
-                self._due_now.append((cluster, binding))
-        self._timer, self._timer_at = (loop.call_at(heap[0][0], self._timer_fired), heap[0][0]) if heap else (None, float("inf"))
-        self._start_fetches()
-
-    def _start_fetches(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _fenced(self, key: str) -> float | None:
+        # Self-fencing: this replica's Lease is stale or the key moved; the rebalance under way
+        # drops the cluster, or gives the key back, within a renew interval.
         shard = self.shard
-        while self._due_now and len(self._fetching) < self.concurrency:
-            cluster, binding = self._due_now.popleft()
-            if cluster.binding is not binding or self._clusters.get(cluster.key) is not cluster:
-                continue  # changed or gone since it was due
-            if shard is not None and not shard.may_fetch(cluster.key):
-                # Self-fencing: this replica's Lease is stale or the key moved; the rebalance
-                # under way drops the cluster, or gives the key back, within a renew interval.
-                self._schedule(cluster, binding, shard.retry_interval)
-                continue
-            cluster._due = None
-            task = loop.create_task(self._fetch(cluster, binding))
-            self._fetching.add(task)
-            task.add_done_callback(self._fetched)
-
-    def _fetched(self, task: asyncio.Task[None]) -> None:
-        self._fetching.discard(task)
-        self._probing.discard(task)
-        if not task.cancelled() and task.exception() is not None:  # a bug: shown, never silent
-            _log.error("fleet fetch failed", error=redact_text(f"{type(task.exception()).__name__}: {task.exception()}"))
-        if not self._closed:
-            self._start_fetches()
+        return shard.retry_interval if shard is not None and not shard.may_fetch(key) else None
 
     async def _fetch(self, cluster: FleetCluster, binding: Any) -> None:
         """One fetch of ``cluster``'s credential; then its gate, hooks, probe and next fetch.
@@ -686,10 +618,7 @@ class Fleet:
                 self._first_done(cluster.key)
         hooks.changed(cluster)
         if answer is not None and hooks.probe_interval > 0 and now >= cluster._next_probe:
-            task = asyncio.current_task()
-            self._fetching.discard(task)  # type: ignore[arg-type]  # a probe holds no fetch slot
-            self._probing.add(task)  # type: ignore[arg-type]
-            self._start_fetches()
+            self._scheduler.release()  # a probe holds no fetch slot
             cluster.probe = await hooks.probe(cluster)
             cluster._next_probe = now + hooks.probe_interval
             if delay is None or delay > hooks.probe_interval:
@@ -697,7 +626,7 @@ class Fleet:
             if cluster.binding is not binding or self._clusters.get(cluster.key) is not cluster:
                 return
             hooks.changed(cluster)
-        self._schedule(cluster, binding, delay)
+        self._scheduler.schedule(cluster, binding, delay)
 
     def _succeeded(self, cluster: FleetCluster, answer: Any, now: float) -> float | None:
         """Record an answer; returns how long until the next fetch (None: not before the
