@@ -498,3 +498,10 @@ def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> No
     assert [f.name for f in dataclasses.fields(PluginRequest)] == ["api_version", "interactive", "cluster", "from_environment"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         credential.token = "x"  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True)
+    class Labelled(Credential):  # a dataclass may extend one, as any frozen dataclass
+        label: str = ""
+
+    assert [f.name for f in dataclasses.fields(Labelled)][-1] == "label"
+    assert Labelled(token="t", label="x").label == "x" and dataclasses.fields(type("Sub", (Credential,), {}))[0].name == "token"

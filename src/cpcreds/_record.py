@@ -14,7 +14,12 @@ calls them never imports :mod:`dataclasses`. Assigning to a field raises
 ``dataclasses.FrozenInstanceError``, as a frozen dataclass does.
 
 Instances keep a ``__dict__`` (as a dataclass without ``slots=True`` does): fast paths fill it
-directly, and a field with a plain default stays a class attribute.
+directly, and a field with a plain default stays a class attribute; ``slots=True`` makes a new
+slotted class, as a dataclass does. Only ``__init__`` is compiled from source (so its signature
+and a wrong call's ``TypeError`` are a dataclass's); the other methods are closures over the
+field names, which costs nothing to build. One difference: assigning any name to an instance of
+a slotted record raises ``FrozenInstanceError``, where Python 3.11's slotted frozen dataclass
+raises a ``TypeError`` from its ``super()`` call.
 """
 
 from __future__ import annotations
@@ -87,15 +92,17 @@ class _LazyDataclass:
     :func:`dataclasses.dataclass` on a twin class with the same fields on first access, then
     stored on the class in place of this descriptor."""
 
-    __slots__ = ("_attribute",)
+    __slots__ = ("_attribute", "_record")
 
-    def __init__(self, attribute: str) -> None:
-        self._attribute = attribute
+    def __init__(self, attribute: str, record: type) -> None:
+        self._attribute, self._record = attribute, record
 
     def __get__(self, instance: Any, owner: type) -> Any:
-        twin = _twin(owner)
+        # Made for the record class itself, also when asked through a subclass.
+        record = self._record
+        twin = _twin(record)
         for attribute in ("__dataclass_fields__", "__dataclass_params__"):
-            type.__setattr__(owner, attribute, twin.__dict__[attribute])
+            type.__setattr__(record, attribute, twin.__dict__[attribute])
         return twin.__dict__[self._attribute]
 
 
@@ -220,8 +227,8 @@ def _build(cls: type, declared: _Declared) -> None:
     if "__match_args__" not in cls.__dict__:
         cls.__match_args__ = () if declared.kw_only else tuple(name for name, _, spec in declared if spec.init)  # type: ignore[attr-defined]
     cls.__record__ = declared  # type: ignore[attr-defined]
-    cls.__dataclass_fields__ = _LazyDataclass("__dataclass_fields__")  # type: ignore[attr-defined]
-    cls.__dataclass_params__ = _LazyDataclass("__dataclass_params__")  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = _LazyDataclass("__dataclass_fields__", cls)  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _LazyDataclass("__dataclass_params__", cls)  # type: ignore[attr-defined]
 
 
 def _init(cls: type, declared: _Declared) -> Any:
