@@ -221,6 +221,9 @@ class DirectorySource:
                 change = await asyncio.to_thread(self.scan)
                 if change:
                     emit(change)
+                # Not kept until the next scan (minutes apart at 100,000 profiles): the first
+                # listing's change holds an entry per profile.
+                del change
                 if on_scan is not None:
                     on_scan(self.folder_problem)
             if first:
