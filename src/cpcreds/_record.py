@@ -15,9 +15,10 @@ calls them never imports :mod:`dataclasses`. Assigning to a field raises
 
 Instances keep a ``__dict__`` (as a dataclass without ``slots=True`` does): fast paths fill it
 directly, and a field with a plain default stays a class attribute; ``slots=True`` makes a new
-slotted class, as a dataclass does. Only ``__init__`` is compiled from source (so its signature
-and a wrong call's ``TypeError`` are a dataclass's); the other methods are closures over the
-field names, which costs nothing to build. One difference: assigning any name to an instance of
+slotted class, as a dataclass does. ``__init__`` is compiled from source when the class is made
+(so its signature and a wrong call's ``TypeError`` are a dataclass's), ``__eq__`` and
+``__hash__`` on their first call (as fast as a dataclass's, and free for a run that never
+compares); the other methods are closures over the field names. One difference: assigning any name to an instance of
 a slotted record raises ``FrozenInstanceError``, where Python 3.11's slotted frozen dataclass
 raises a ``TypeError`` from its ``super()`` call.
 """
@@ -176,26 +177,19 @@ def _build(cls: type, declared: _Declared) -> None:
     methods: dict[str, Any] = {}
     if "__init__" not in cls.__dict__:
         methods["__init__"] = _init(cls, declared)
-    compared = _getter([name for name, _, spec in declared if spec.compare])
     if declared.repr and "__repr__" not in cls.__dict__:
         methods["__repr__"] = _repr([name for name, _, spec in declared if spec.repr])
+    compared = [name for name, _, spec in declared if spec.compare]
     if declared.eq and "__eq__" not in cls.__dict__:
-
-        def __eq__(self: Any, other: Any) -> Any:
-            if other.__class__ is self.__class__:
-                return compared(self) == compared(other)
-            return NotImplemented
-
-        methods["__eq__"] = __eq__
+        mine, others = ("(" + "".join(f"{who}.{name}," for name in compared) + ")" for who in ("self", "other"))
+        methods["__eq__"] = _compiled_on_first_call(
+            cls, "__eq__", ["def __eq__(self, other):", "  if other.__class__ is self.__class__:", f"    return {mine} == {others}", "  return NotImplemented"]
+        )
     # frozen and eq: hashable by the compared fields (or those marked hash=True), unless the class
     # wrote its own __hash__.
     if declared.eq and cls.__dict__.get("__hash__") is None:
-        hashed = _getter([name for name, _, spec in declared if (spec.compare if spec.hash is None else spec.hash)])
-
-        def __hash__(self: Any) -> int:
-            return hash(hashed(self))
-
-        methods["__hash__"] = __hash__
+        hashed = "(" + "".join(f"self.{name}," for name, _, spec in declared if (spec.compare if spec.hash is None else spec.hash)) + ")"
+        methods["__hash__"] = _compiled_on_first_call(cls, "__hash__", ["def __hash__(self):", f"  return hash({hashed})"])
     names = tuple(name for name, _, _ in declared)
     if declared.slots:  # pickle and copy: a frozen slotted instance is restored through object's setattr
         values = _getter(names)
@@ -236,8 +230,10 @@ def _init(cls: type, declared: _Declared) -> Any:
     defaults and its ``TypeError`` for a wrong call are a dataclass's): defaults bound at
     definition, factories called per call, then ``__post_init__``."""
     namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
-    # A slotted instance has no __dict__: its fields are set through the slots' descriptors.
-    assign = "  _set(self, {name!r}, {value})" if declared.slots else "  _own[{name!r}] = {value}"
+    # Through object.__setattr__, as a dataclass sets them (a slot's descriptor, or the instance's
+    # attributes). Not through self.__dict__: on CPython 3.11+ that turns the instance's inline
+    # attribute values into a real dict, and every later read of a field is ~2x slower.
+    assign = "  _set(self, {name!r}, {value})"
     positional, keyword, body = [], [], []
     for name, _, spec in declared:
         if spec.init:
@@ -260,12 +256,28 @@ def _init(cls: type, declared: _Declared) -> Any:
             body.append(assign.format(name=name, value=f"_dflt_{name}"))
         # (else not in __init__: a plain default is read from the class attribute, as a dataclass does)
     parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    own = [] if declared.slots else ["  _own = self.__dict__"]
     post = ["  self.__post_init__()"] if hasattr(cls, "__post_init__") else []
-    exec("\n".join([f"def __init__({parameters}):", *own, *body, *post, "  pass"]), namespace)  # noqa: S102 - our own source, as dataclasses does
+    exec("\n".join([f"def __init__({parameters}):", *body, *post, "  pass"]), namespace)  # noqa: S102 - our own source, as dataclasses does
     function = namespace["__init__"]
     function.__annotations__ = {**{name: annotation for name, annotation, spec in declared if spec.init}, "return": None}
     return function
+
+
+def _compiled_on_first_call(cls: type, method: str, lines: list[str]) -> Callable[..., Any]:
+    """``method`` of ``cls`` as a dataclass writes it (``lines`` of source), compiled when it is
+    first called and then set on ``cls`` in its place: an import pays nothing for a method most
+    runs never call (compiling costs ~0.05 ms a method), and a hot ``==`` or ``hash()`` runs the
+    compiled method, as fast as a dataclass's."""
+
+    def first_call(self: Any, *args: Any) -> Any:
+        namespace: dict[str, Any] = {}
+        exec("\n".join(lines), namespace)  # noqa: S102 - our own source, as dataclasses does
+        function = namespace[method]
+        function.__qualname__ = f"{cls.__qualname__}.{method}"
+        type.__setattr__(cls, method, function)  # two threads may both compile: equal methods
+        return function(self, *args)
+
+    return first_call
 
 
 def _getter(names: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
