@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from cpcreds import CredentialEngine, Disengaged, Engaged, Fleet, FleetEvent, ProfileFeed
+from cpcreds import CredentialEngine, Disengaged, Engaged, Fleet, FleetEvent, ProfileFeed, Updated
+from cpcreds.fleet.hooks import FleetHooks
 from tests.fakes.builders import exec_entry
 from tests.fleet_harness import MEMBER, Recorder, auntil, make_engine, make_fleet, profile, until
 
@@ -454,3 +455,47 @@ def test_profiles_of_a_folder_share_their_keys_and_repeated_values(tmp_path: Pat
     a, b = (upserts[f"fleet-system/{name}"][0] for name in "ab")
     (key_a,), (key_b,) = [[k for k in p if k == "metadata"] for p in (a, b)]
     assert key_a is key_b and a["metadata"]["namespace"] is b["metadata"]["namespace"]
+
+
+class _Heard(FleetHooks):
+    """Everything a fleet's hooks hear, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[str, str]] = []
+
+    def changed(self, cluster: Any) -> None:
+        self.heard.append(("changed", f"{cluster.key}:{cluster.state}"))
+
+    def plan(self, key: str, plan: Any, profile: Any) -> None:
+        self.heard.append(("plan", f"{key}:{plan.provider if plan is not None else None}"))
+
+    def removed(self, cluster: Any) -> None:
+        self.heard.append(("removed", cluster.key))
+
+    def synced(self) -> None:
+        self.heard.append(("synced", ""))
+
+
+@pytest.mark.asyncio
+async def test_a_fleet_run_on_the_programs_loop_takes_a_new_engine_and_ends_with_its_task(make_engine: Callable[..., CredentialEngine]) -> None:
+    feed, hooks = ProfileFeed([profile("a")]), _Heard()
+    fleet = Fleet(make_engine(), feed=feed, hooks=hooks)
+    running = asyncio.create_task(fleet.run())
+    events = fleet.events()
+    first = await asyncio.wait_for(anext(events), 5)
+    assert isinstance(first, Engaged) and first.cluster.answered_by == "mint" and first.cluster.expires_at
+    assert threading.current_thread() is threading.main_thread()  # no thread of the fleet's own
+    assert ("plan", "fleet-system/a:mint") in hooks.heard and ("synced", "") in hooks.heard
+    api = await first.cluster.aapi_client()
+    await fleet.use_engine(make_engine())  # a config reload: same plan, new engine
+    update = await asyncio.wait_for(anext(events), 5)
+    assert isinstance(update, Updated) and update.clients_changed and update.cluster.engaged
+    assert await first.cluster.aapi_client() is not api  # the old client was closed with the update
+    feed.delete("fleet-system/a")
+    gone = await asyncio.wait_for(anext(events), 5)
+    assert isinstance(gone, Disengaged) and gone.reason == "deleted" and ("removed", "fleet-system/a") in hooks.heard
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(anext(events), 5)  # the fleet closed with its task
