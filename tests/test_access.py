@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, access, resolve
 from cpcreds.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
 from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster
+from cpcreds.plan import KEY_ENCODER
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 ARGS = {"additional_args": ["--audience", "https://spoke-1"]}
@@ -630,7 +631,7 @@ _flat_values = st.one_of(
 
 @given(mapping=st.dictionaries(st.text(max_size=5), _flat_values, max_size=5))
 def test_compact_json_writes_what_the_encoder_writes(mapping: dict) -> None:
-    for encoder in (json.JSONEncoder(separators=(",", ":")), access._KEY_ENCODER):
+    for encoder in (json.JSONEncoder(separators=(",", ":")), KEY_ENCODER):
         assert access.compact_json(mapping, encoder) == encoder.encode(mapping)
 
 

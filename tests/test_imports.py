@@ -51,7 +51,7 @@ def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
     assert heavy(loaded_after(code)) == []
     script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
     ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._record"}
+    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._record", "cpcreds._patterns"}
 
 
 @pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])
@@ -505,3 +505,38 @@ def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> No
 
     assert [f.name for f in dataclasses.fields(Labelled)][-1] == "label"
     assert Labelled(token="t", label="x").label == "x" and dataclasses.fields(type("Sub", (Credential,), {}))[0].name == "token"
+
+
+# -- private names stay in their module ----------------------------------------------------------------------------------
+
+
+def _private_imports(path: Path, package_root: Path) -> list[str]:
+    """``from X import _name`` in ``path`` where ``_name`` is not a module of the package: a
+    private name reached from outside the module that defines it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+        for alias in node.names:
+            name = alias.name
+            if name.startswith("_") and not name.startswith("__"):
+                if not (target / f"{name}.py").exists() and not (target / name / "__init__.py").exists():
+                    found.append(f"{path.relative_to(package_root)}:{node.lineno} {name}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    roots = [PACKAGE, *sorted((ROOT / "plugins-contrib").glob("*/src/*"))]
+    found = [hit for root in roots for path in sorted(root.rglob("*.py")) for hit in _private_imports(path, root.parent)]
+    assert found == []
+
+
+def test_the_private_name_guard_sees_one(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "_mod.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from . import _mod\nfrom .b import _hidden, shown\n")
+    assert _private_imports(tmp_path / "pkg" / "a.py", tmp_path) == ["pkg/a.py:2 _hidden"]

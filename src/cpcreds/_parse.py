@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple
 
 from ._show import quoted, shown
-from .logs import _Pattern
+from ._patterns import LazyPattern
 
 
 __all__ = [
@@ -84,7 +84,7 @@ class Limits(NamedTuple):
     max_nodes: int = DEFAULT_MAX_NODES
 
 # Patterns that only an error or an unusual document needs are compiled on first use.
-_SHOWABLE_KEY = _Pattern(r"[A-Za-z0-9_.$/@:\-]{1,64}")
+_SHOWABLE_KEY = LazyPattern(r"[A-Za-z0-9_.$/@:\-]{1,64}")
 _TAG = "tag:yaml.org,2002:"
 
 
@@ -314,8 +314,8 @@ def _text(data: str | bytes, source: str, max_bytes: int) -> str:
 # -- JSON ----------------------------------------------------------------------------------------
 
 # A string, or an unterminated one up to the end: every match moves forward, so the scan is linear.
-_JSON_STRING = _Pattern(r'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = _Pattern(r"[^\[\]{}]+")
+_JSON_STRING = LazyPattern(r'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
+_NOT_BRACKET = LazyPattern(r"[^\[\]{}]+")
 
 
 class _JsonProblem(Exception):
@@ -445,7 +445,7 @@ def _show_key(key: str) -> str:
 
 # Compiled by the first YAML scalar that looks like a number: a JSON document (a plugin's request or
 # answer) never needs them.
-_INT = _Pattern(
+_INT = LazyPattern(
     r"""[-+]?0b[0-1_]+
     |[-+]?0[0-7_]+
     |[-+]?(?:0|[1-9][0-9_]*)
@@ -454,12 +454,12 @@ _INT = _Pattern(
 )
 # PyYAML's YAML 1.1 patterns (so that what yaml.safe_dump writes reads back the same), without
 # base 60: a float needs a dot, and an exponent needs a sign.
-_FLOAT = _Pattern(
+_FLOAT = LazyPattern(
     r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
     |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?""",
     re.X,
 )
-_INF = _Pattern(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_INF = LazyPattern(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _BOOLS = {
     **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
@@ -752,7 +752,7 @@ class _YamlBuilder:
 
 
 # Quoted scalars and comments, removed before counting brackets (an unterminated one runs to the end).
-_YAML_QUOTED_OR_COMMENT = _Pattern(r""""(?:[^"\\]|\\.)*+(?:"|\Z)|'(?:[^']|'')*+(?:'|\Z)|(?:^|(?<=[ \t]))#[^\n]*""", re.M | re.S)
+_YAML_QUOTED_OR_COMMENT = LazyPattern(r""""(?:[^"\\]|\\.)*+(?:"|\Z)|'(?:[^']|'')*+(?:'|\Z)|(?:^|(?<=[ \t]))#[^\n]*""", re.M | re.S)
 
 
 def _flow_depth(text: str) -> int:

@@ -23,7 +23,7 @@ from ._parse import plain_copy
 from .errors import NoMatchingProvider, ProfileError
 from .kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, unpassable_text
 from .logs import get_logger
-from .plan import _KEY_ENCODER, MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env  # noqa: F401 (re-exported: they lived here)
+from .plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env  # noqa: F401 (re-exported: they lived here)
 from .profiles import profile_ref
 
 if TYPE_CHECKING:  # the models are imported only when a profile needs validating (see resolve)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from .config import FLAG_SOURCE, ProviderConfig, load_config, parse_access_provider_flag
 from .errors import ConfigError, CredentialError, NoMatchingProvider
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS
-from .logs import _Pattern, configure_logging, redact_text
+from ._patterns import LazyPattern
+from .logs import configure_logging, redact_text
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ environment:
 COMMANDS = ("get-credential", "resolve", "kubeconfig", "validate", "plugins", "serve", "cache", "completion", "pin", "image-credential")
 SHELLS = ("bash", "zsh", "fish")
 
-_INVALID_CHOICE = _Pattern(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
+_INVALID_CHOICE = LazyPattern(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
 
 
 def _did_you_mean(value: str, candidates: Sequence[str]) -> str:

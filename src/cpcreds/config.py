@@ -46,7 +46,7 @@ from ._parse import Limits, load_or_raise, plain_copy, read_or_raise
 from ._show import quoted, type_name
 from .errors import ConfigError
 from .kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
-from .logs import _Pattern
+from ._patterns import LazyPattern
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ _ENTRY_KEYS = frozenset(
 )
 _POLICY_KEYS = frozenset(("policyType", "allowlist"))
 _ALLOWLIST_KEYS = frozenset(("command", "sha256"))
-_SHA256 = _Pattern(SHA256_PATTERN.strip("^$"))  # compiled by the first allowlist
+_SHA256 = LazyPattern(SHA256_PATTERN.strip("^$"))  # compiled by the first allowlist
 
 
 def _plain_env_var(raw: Any) -> ExecEnvVar:

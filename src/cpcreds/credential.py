@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._record import frozen_record, record_field
-from .logs import _Pattern
+from ._patterns import LazyPattern
 
 if TYPE_CHECKING:  # a base type: the pydantic models are not imported to build a Credential
     from .api import ExecCredentialStatus
@@ -17,7 +17,7 @@ __all__ = ["Credential", "parse_rfc3339", "format_rfc3339"]
 
 # RFC 3339 date-time as Go's time.Parse(time.RFC3339) accepts it: a 'T' (or 't'), optional
 # fraction, and a mandatory offset. Python's fromisoformat alone would accept dates without a zone.
-_RFC3339 = _Pattern(  # the general path only: compiled on first use
+_RFC3339 = LazyPattern(  # the general path only: compiled on first use
     r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 )
 
@@ -219,7 +219,7 @@ def _check_key_pair(cert_pem: str, key_pem: str) -> tuple[datetime, datetime, st
     return leaf.not_valid_before_utc, leaf.not_valid_after_utc, readable
 
 
-_PEM_BEGIN = _Pattern(r"-----BEGIN ([A-Z0-9 ]{0,64})-----")
+_PEM_BEGIN = LazyPattern(r"-----BEGIN ([A-Z0-9 ]{0,64})-----")
 
 
 def _load_key_as_client_go_does(key_pem: str) -> Any:

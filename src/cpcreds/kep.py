@@ -14,7 +14,7 @@ import binascii
 from typing import Any
 
 from ._record import frozen_record, record_field
-from .logs import _Pattern
+from ._patterns import LazyPattern
 
 __all__ = [
     "API_VERSION_V1",
@@ -47,7 +47,7 @@ ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/addition
 CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
 
 # Compiled on first use: a plugin run that hands nothing to a process never needs it.
-_UNPASSABLE = _Pattern("[\x00\ud800-\udfff]")
+_UNPASSABLE = LazyPattern("[\x00\ud800-\udfff]")
 
 
 def unpassable_text(value: str) -> str | None:

@@ -23,44 +23,12 @@ import re
 import sys
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
+from ._patterns import LazyPattern
 
 if TYPE_CHECKING:
     import logging
 
 __all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "stdlib_logging", "REDACTED"]
-
-class _Pattern:
-    """A regular expression compiled on its first use. The redaction patterns take ~15 ms to
-    compile, and most processes that import this module (``cpcreds get-credential`` answering)
-    never redact anything. Other modules use it too for patterns only an error or a rare input
-    needs."""
-
-    __slots__ = ("_source", "_flags", "_compiled")
-
-    def __init__(self, source: str, flags: int = 0) -> None:
-        self._source, self._flags = source, flags
-        self._compiled: re.Pattern[str] | None = None
-
-    def _get(self) -> re.Pattern[str]:
-        compiled = self._compiled
-        if compiled is None:  # two threads may both compile: equal patterns, either will do
-            compiled = self._compiled = re.compile(self._source, self._flags)
-        return compiled
-
-    def sub(self, repl: Any, string: str) -> str:
-        return self._get().sub(repl, string)
-
-    def search(self, string: str) -> re.Match[str] | None:
-        return self._get().search(string)
-
-    def match(self, string: str) -> re.Match[str] | None:
-        return self._get().match(string)
-
-    def fullmatch(self, string: str) -> re.Match[str] | None:
-        return self._get().fullmatch(string)
-
-    def finditer(self, string: str) -> Any:
-        return self._get().finditer(string)
 
 
 REDACTED = "[REDACTED]"
@@ -92,7 +60,7 @@ _SECRET_ENDINGS = (
 )
 # The same, as a regular expression (separators allowed anywhere inside a word).
 _ENDING_RE = "|".join(r"[_.-]?".join(word) for word in sorted(_SECRET_ENDINGS, key=len, reverse=True))
-_SECRET_NAME = _Pattern(rf"(?i)(?:{_ENDING_RE})$")
+_SECRET_NAME = LazyPattern(rf"(?i)(?:{_ENDING_RE})$")
 
 
 def _is_secret_name(name: str) -> bool:
@@ -113,36 +81,36 @@ _NAME = rf"[A-Za-z0-9_.\-]*?(?:{_ENDING_RE})"
 _NAME_NO_HYPHEN = rf"[A-Za-z0-9_.]*?(?:{_ENDING_RE})"
 
 _B64 = "A-Za-z0-9+/"
-_PEM_END = _Pattern(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
-_PEM_BLOCK = _Pattern(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
+_PEM_END = LazyPattern(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_BLOCK = LazyPattern(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
 # Body lines of a key whose BEGIN line is gone and whose END never came (a plugin killed while
 # writing it): two or more full 64-character base64 lines, maybe a partial first line at the start.
 _SEP = r"(?:\s+|(?:\\[rn])+)"
-_PEM_LINES = _Pattern(
+_PEM_LINES = LazyPattern(
     rf"(?:\A\s*[{_B64}]{{1,64}}{_SEP})?(?<![{_B64}=])[{_B64}]{{64}}(?:{_SEP}[{_B64}]{{64}})+(?:{_SEP}[{_B64}]{{1,63}}=*)?(?![{_B64}=])"
 )
 # kubeconfig's client-key-data: base64 of the PEM text ("-----BEGIN " is "LS0tLS1CRUdJTi").
-_PEM_BASE64 = _Pattern(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
+_PEM_BASE64 = LazyPattern(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
 
-_AUTHORIZATION = _Pattern(
+_AUTHORIZATION = LazyPattern(
     r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
     r"(?:(?:bearer|basic|token|negotiate|digest|aws4-hmac-sha256|sso-key)\s+)?)[^\s\"']+"
 )
-_BEARER = _Pattern(r"(?i)\b(bearer)\s+(?!\[REDACTED\])[^\s\"']+")
-_BASIC = _Pattern(rf"(?i)\b(basic)\s+([{_B64}]{{4,}}={{0,2}})(?![{_B64}=])")
-_HEADER = _Pattern(
+_BEARER = LazyPattern(r"(?i)\b(bearer)\s+(?!\[REDACTED\])[^\s\"']+")
+_BASIC = LazyPattern(rf"(?i)\b(basic)\s+([{_B64}]{{4,}}={{0,2}})(?![{_B64}=])")
+_HEADER = LazyPattern(
     r"(?<![\w.\-])((?:[Xx]-[A-Za-z0-9\-]*(?i:token|key|secret|password|auth|signature)"
     r"|(?:[A-Z][A-Za-z0-9]*-)+(?:Token|Key|Secret|Password|Passwd|Signature|Credential|Credentials))"
     r"\s*:\s*)[^\s\"']+"
 )
 # (a password may hold an unescaped "?" or "#": people paste them so, and they must not leak)
-_URL_PASSWORD = _Pattern(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/@\"']+@")
-_URL_USER = _Pattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:\"'\[]+@")
-_JWT = _Pattern(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*")
+_URL_PASSWORD = LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"']*:)[^\s/@\"']+@")
+_URL_USER = LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@:\"'\[]+@")
+_JWT = LazyPattern(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*")
 # "access_token": "...", 'password': '...', \"token\": \"...\" (JSON, Python reprs, JSON in JSON)
 # Only a quoted value: in JSON a secret is a string, and 'provider "x-token": field type: ...' (how
 # cpcreds names a provider in its errors) is not JSON.
-_QUOTED_KEY = _Pattern(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_ESCAPED_QUOTED}|{_QUOTED})")
+_QUOTED_KEY = LazyPattern(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_ESCAPED_QUOTED}|{_QUOTED})")
 # token: ..., clientKeyData: ... (YAML, logfmt-ish); a hyphenated name is a program's prefix.
 # Not after "provider ", "field " or "option " (lowercase, as cpcreds writes them): cpcreds' own
 # "provider my_token: exec: ...", "field options.clientSecret: Field required" and "option key:
@@ -150,27 +118,27 @@ _QUOTED_KEY = _Pattern(rf"(?i)(\\?[\"'])({_NAME})\1(\s*:\s*)({_ESCAPED_QUOTED}|{
 # stderr or Status message) is redacted with strict=True, which has no such exception: there,
 # "provider token: abc" is a secret.
 _COLON_PATTERN = rf"{_NAME_START}((?i:{_NAME_NO_HYPHEN}))(\s*:\s+|:)((?i:{_VALUE}))"
-_COLON = _Pattern(rf"(?<!provider )(?<!field )(?<!option ){_COLON_PATTERN}")
-_COLON_STRICT = _Pattern(_COLON_PATTERN)
+_COLON = LazyPattern(rf"(?<!provider )(?<!field )(?<!option ){_COLON_PATTERN}")
+_COLON_STRICT = LazyPattern(_COLON_PATTERN)
 # --token VALUE, --client-secret VALUE (the "=" form is an assignment below)
-_FLAG = _Pattern(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
+_FLAG = LazyPattern(rf"(?i)(?<![\w\-])(--?{_NAME})(\s+)(?!-)({_VALUE})")
 # VAULT_TOKEN=..., api_key=..., --password=..., ?access_token=...&
-_ASSIGN = _Pattern(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
+_ASSIGN = LazyPattern(rf"(?i){_NAME_START}(-{{0,2}}{_NAME})(\s*=\s*)({_VALUE})")
 # curl -u user:pass, --user/--proxy-user user:pass (the user stays, the password goes)
-_USER_FLAG = _Pattern(r"""(?<![\w\-])(-[uU]|--user|--proxy-user)(\s+|=)?(["']?)([^\s:"'@]*:)([^\s"']+)""")
+_USER_FLAG = LazyPattern(r"""(?<![\w\-])(-[uU]|--user|--proxy-user)(\s+|=)?(["']?)([^\s:"'@]*:)([^\s"']+)""")
 # user:pass@host without a scheme (a proxy or docker-style address)
-_USERINFO = _Pattern(r"(?<![\w.\-/:@%])([A-Za-z0-9._~%+\-]+:)([^\s/@:\"'\[\]]+)@(?=[A-Za-z0-9\[])")
+_USERINFO = LazyPattern(r"(?<![\w.\-/:@%])([A-Za-z0-9._~%+\-]+:)([^\s/@:\"'\[\]]+)@(?=[A-Za-z0-9\[])")
 # Only in text from outside (strict), where a program's own way of echoing its command line shows:
 # docker login -p PASS (also -pPASS, -p=PASS), --pass PASS, and the prose "password PASS"
 # (but not "password is incorrect": common words after the word are kept).
-_SHORT_PASSWORD = _Pattern(rf"(?<![\w\-])(-p|--pass(?![\w\-]))(\s+|=)?(?!-)({_VALUE})")
+_SHORT_PASSWORD = LazyPattern(rf"(?<![\w\-])(-p|--pass(?![\w\-]))(\s+|=)?(?!-)({_VALUE})")
 _PROSE_WORDS = frozenset(
     "a an and are as at be been but by can cannot could did do does for from given had has have "
     "here if in invalid incorrect is it may missing must needed no not of on or please prompt provided "
     "rejected required set should stdin than that the this to too was were will with wrong would "
     "expired mismatch denied empty length policy change reset file field hash authentication login".split()
 )
-_PROSE_PASSWORD = _Pattern(rf"(?i)(?<![\w\-])(password|passwd|passphrase)([ \t]+)(?![:=])({_VALUE})")
+_PROSE_PASSWORD = LazyPattern(rf"(?i)(?<![\w\-])(password|passwd|passphrase)([ \t]+)(?![:=])({_VALUE})")
 
 
 def _blank(value: str) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 
 from ._record import frozen_record, record_field
 from .kep import ExecCluster
-from .logs import _Pattern, redact_text
+from ._patterns import LazyPattern
+from .logs import redact_text
 
 __all__ = [
     "ExecSpec",
@@ -35,11 +36,11 @@ __all__ = [
 ]
 
 # One encoder for every plan key: json.dumps with options builds a new encoder on each call.
-_KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 #: What masked values are replaced with.
 MASK = "***"
-_SECRET_FLAG = _Pattern(  # compiled by the first plan shown (mask_args): a credential's run needs none
+_SECRET_FLAG = LazyPattern(  # compiled by the first plan shown (mask_args): a credential's run needs none
     r"--?(?:[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[A-Za-z0-9_.-]*"
     r"|[A-Za-z0-9_.-]*key)",
     re.IGNORECASE,
@@ -236,7 +237,7 @@ def _plan_key(plan: AccessPlan) -> str:
     cluster only where the provider sees it); all but the cluster is the same for every plan of
     a config entry, so it is encoded once (see :func:`_key_tail`)."""
     sees_cluster = plan.exec is None or plan.exec.provide_cluster_info
-    cluster = cluster_json(plan.cluster, _KEY_ENCODER) if sees_cluster else "null"
+    cluster = cluster_json(plan.cluster, KEY_ENCODER) if sees_cluster else "null"
     return '{"cluster":' + cluster + "," + _key_tail(plan)
 
 
@@ -262,7 +263,7 @@ def _key_tail(plan: AccessPlan) -> str:
         "provider": plan.provider,
         "timeout": plan.timeout,
     }
-    tail = _KEY_ENCODER.encode(identity)[1:]
+    tail = KEY_ENCODER.encode(identity)[1:]
     if cacheable:
         if len(_KEY_TAILS) >= _MAX_KEY_TAILS:  # plans whose profiles add args or env each have a spec
             _KEY_TAILS.clear()

@@ -46,7 +46,7 @@ from ._parse import Limits, load_or_raise
 from ._record import frozen_record
 from .credential import Credential
 from .errors import CredentialError, ProviderError
-from .logs import _Pattern
+from ._patterns import LazyPattern
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
 from ._options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
 from .plan import AccessPlan
@@ -478,7 +478,7 @@ def _described_pydantic(model: Any) -> list[tuple[str, set[str], list[str], str]
     return out
 
 
-_CAMEL_HUMP = _Pattern(r"([a-z0-9])([A-Z])")  # --help only
+_CAMEL_HUMP = LazyPattern(r"([a-z0-9])([A-Z])")  # --help only
 
 
 def print_help(usage: str, intro: str, factory: Any) -> NoReturn:

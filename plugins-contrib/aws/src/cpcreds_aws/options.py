@@ -14,7 +14,7 @@ __all__ = ["AwsOptions", "DEFAULT_SESSION_NAME"]
 #: The role session name ``aws eks get-token --role-arn`` uses.
 DEFAULT_SESSION_NAME = "EKSGetTokenAuth"
 # EKS cluster names: 1-100 characters, a letter or digit first, then letters, digits, - and _.
-_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}")
+CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}")
 # EKS on Outposts local clusters are named by their id (a UUID).
 _CLUSTER_ID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
@@ -49,7 +49,7 @@ class AwsOptions(Options):
     cluster_name: str | None = option(
         None,
         names=("clusterName",),
-        check=_matching(_CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first"),
+        check=_matching(CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first"),
         description="The EKS cluster's name (aws eks get-token --cluster-name). Unset: the profile's exec extension clusterName.",
     )
     cluster_id: str | None = option(

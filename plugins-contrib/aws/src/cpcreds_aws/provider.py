@@ -17,7 +17,7 @@ from cpcreds.sdk import Credential, ProviderError, get_logger, shown
 
 from .failures import describe
 from .login import Login
-from .options import _CLUSTER_NAME, AwsOptions
+from .options import CLUSTER_NAME, AwsOptions
 from .token import eks_token
 
 TYPE_CHECKING = False
@@ -98,6 +98,6 @@ class AwsProvider:
                 "aws: no cluster name: set the clusterName option (--cluster-name) or clusterName in the profile's exec extension",
                 provider=plan.provider,
             )
-        if not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name):
+        if not isinstance(name, str) or not CLUSTER_NAME.fullmatch(name):
             raise ProviderError(f"aws: the profile's exec extension clusterName {shown(name)} is not an EKS cluster name", provider=plan.provider)
         return name
