@@ -5,6 +5,7 @@ Chromium) at 10,000 profiles."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -41,6 +42,10 @@ def test_the_page_shows_the_summary_then_failing_profiles_first_with_relative_ti
     assert len(links) == 6
     assert re.search(r'<time datetime="[0-9T:-]+Z" title="[0-9 :-]+ UTC">in (59|60) min</time>', rows)  # expires
     assert re.search(r'<time datetime="[^"]+" title="[^"]+">\d+ s ago</time>', rows)  # last success
+    # Next refresh (the column after Expires) is a time to come or "now", never one past.
+    next_refresh = [cells[5] for cells in (re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows.split("<tr")) if len(cells) > 5]
+    assert len(next_refresh) == 6 and not [cell for cell in next_refresh if " ago<" in cell]
+    assert all(re.search(r">(in \d+ (s|min)|now)</time>", cell) for cell in next_refresh), next_refresh
     assert "Probe" not in rows and "ControlPlaneHealthy" not in rows  # probes off: no empty columns
     assert running.reload()
     assert re.search(r"Last reload</dt><dd>ok \(test\)", running.get("/")[2])
@@ -105,3 +110,5 @@ def test_the_page_in_chromium_at_10000_profiles(start_serve: Any, tmp_path: Path
     shot = tmp_path / "page.png"
     _browse(browser, tmp_path / "chromium", f"--screenshot={shot}", running.url + "/")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    if kept := os.environ.get("CPCREDS_KEEP_SCREENSHOT"):  # docs/serve.md shows the page with this
+        shutil.copyfile(shot, kept)

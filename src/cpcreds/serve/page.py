@@ -91,12 +91,15 @@ def _relative(seconds: float) -> str:
     return f"in {amount}" if seconds >= 0 else f"{amount} ago"
 
 
-def _time(rfc3339: str | None, now: float) -> str:
-    """A relative time, the absolute one (UTC) on hover."""
+def _time(rfc3339: str | None, now: float, *, due: bool = False) -> str:
+    """A relative time, the absolute one (UTC) on hover. With ``due``, a time within the second or
+    past (a fetch that is due or running; the times are whole seconds) reads ``now``."""
     if not rfc3339:
         return ""
     absolute = rfc3339.replace("T", " ").replace("Z", " UTC")
-    return f'<time datetime="{_cell(rfc3339)}" title="{_cell(absolute)}">{_cell(_relative(_epoch(rfc3339) - now))}</time>'
+    away = _epoch(rfc3339) - now
+    text = "now" if due and away < 1 else _relative(away)
+    return f'<time datetime="{_cell(rfc3339)}" title="{_cell(absolute)}">{_cell(text)}</time>'
 
 
 def _probe(probe: Mapping[str, Any] | None) -> str:
@@ -200,7 +203,7 @@ def _profiles(clusters: Sequence[Mapping[str, Any]], query: Query, token: str | 
             f'<td class="{state}">{state}</td>',
             f'<td class="n">{_cell(c["consecutiveFailures"] or "")}</td>',
             f"<td>{_time(c['expirationTimestamp'], now)}</td>",
-            f"<td>{_time(c['nextRefresh'], now)}</td>",
+            f"<td>{_time(c['nextRefresh'], now, due=True)}</td>",
             f"<td>{_time(c['lastSuccess'], now)}</td>",
         ]
         if probes:
