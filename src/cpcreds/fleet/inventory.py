@@ -5,9 +5,9 @@ what changed since their last report, so 10,000 unchanged profiles cost nothing 
 
 Every source has one method the fleet drives, ``async run(emit, listed)``: it calls
 ``emit(change)`` for every :class:`Change` and ``listed()`` once its first full listing is out,
-and runs until cancelled. :class:`DirectorySource` (a folder of files), :class:`ProfileFeed`
-(profiles a program hands over) and :class:`~cpcreds.fleet.hub.HubSource` (the hub's watch) are
-the three.
+and runs until cancelled. :class:`FolderSource` (a folder of files, rescanned: a
+:class:`DirectorySource`), :class:`ProfileFeed` (profiles a program hands over) and
+:class:`~cpcreds.fleet.hub.HubSource` (the hub's watch) are the three.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ProfileError
 from ..profiles import load_profiles
 
-__all__ = ["Change", "DirectorySource", "ProfileFeed", "profile_key", "PROFILE_SUFFIXES"]
+__all__ = ["Change", "DirectorySource", "FolderSource", "ProfileFeed", "profile_key", "PROFILE_SUFFIXES"]
 
 #: Files of a profiles folder that are read; others (README, editor backups, dotfiles) are not.
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -316,6 +316,17 @@ class DirectorySource:
                 continue
             self._owner[key] = owner
             change.upserts[key] = (self._files[owner].profiles[key], owner)
+
+
+class FolderSource:
+    """A folder of ClusterProfile files as a fleet's source: rescanned every ``scan_interval``
+    seconds; ``on_scan(problem)`` hears after each scan whether the folder could be listed."""
+
+    def __init__(self, directory: DirectorySource, scan_interval: float, on_scan: Callable[[str | None], None] | None = None) -> None:
+        self.directory, self.scan_interval, self.on_scan = directory, scan_interval, on_scan
+
+    async def run(self, emit: Callable[[Change], None], listed: Callable[[], None]) -> None:
+        await self.directory.run(emit, listed, scan_interval=self.scan_interval, on_scan=self.on_scan)
 
 
 class ProfileFeed:

@@ -36,9 +36,10 @@ class FetchScheduler:
 
     ``current(cluster, binding)`` says whether that binding is still the cluster's (else a due
     fetch is dropped); ``fenced(key)`` returns how soon to look again when this replica may not
-    fetch for ``key`` now (a shard's self-fencing), else None. Use from the loop only."""
+    fetch for ``key`` now (a shard's self-fencing), else None (no ``fenced``: never). Use from
+    the loop only."""
 
-    def __init__(self, concurrency: int, fetch: Fetch, current: Callable[[FleetCluster, Any], bool], fenced: Callable[[str], float | None]) -> None:
+    def __init__(self, concurrency: int, fetch: Fetch, current: Callable[[FleetCluster, Any], bool], fenced: Callable[[str], float | None] | None = None) -> None:
         self.concurrency = concurrency
         self._fetch, self._current, self._fenced = fetch, current, fenced
         self._heap: list[tuple[float, int, FleetCluster, Any]] = []
@@ -103,7 +104,7 @@ class FetchScheduler:
             cluster, binding = self._due_now.popleft()
             if not self._current(cluster, binding):
                 continue  # changed or gone since it was due
-            retry = self._fenced(cluster.key)
+            retry = self._fenced(cluster.key) if self._fenced is not None else None
             if retry is not None:
                 self.schedule(cluster, binding, retry)
                 continue

@@ -33,9 +33,9 @@ from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
 from ..fleet.cluster import FleetCluster
-from ..fleet.core import Fleet, FolderSource
+from ..fleet.core import Fleet
 from ..fleet.hooks import FleetHooks
-from ..fleet.inventory import Change, DirectorySource
+from ..fleet.inventory import Change, DirectorySource, FolderSource
 from ..fleet.members import MemberIndex
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry

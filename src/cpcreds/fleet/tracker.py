@@ -1,0 +1,171 @@
+"""Which clusters a :class:`~cpcreds.Fleet` tracks: the inventory's changes come in (after the
+KEP-4322 deduplication and, with a shard, the ownership filter), each profile is bound through
+the engine, a new or changed binding goes to the :class:`~cpcreds.fleet.keeper.Keeper`, and a
+cluster that leaves is disengaged, its credential dropped from the engine's cache.
+
+Every method runs on the fleet's loop; each change costs O(1) per profile it names (one resolve,
+one task at most), never a scan of the fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CredentialError, NoMatchingProvider
+from ..logs import get_logger, redact_text
+from .cluster import FleetCluster, Updated
+from .health import is_healthy
+from .members import Deduplicator
+
+if TYPE_CHECKING:
+    from .hooks import FleetHooks
+    from .inventory import Change
+    from .keeper import Keeper
+    from .ownership import Ownership
+    from .progress import SyncProgress
+
+__all__ = ["Tracker"]
+
+_log = get_logger("cpcreds.fleet")
+
+
+class Tracker:
+    """Keeps ``clusters`` (the fleet's, by ``namespace/name``, shared with the keeper) and the
+    inventory's :attr:`problems` by where, both written on the fleet's loop under ``lock``
+    (other threads read them under it). ``dedupe``: act on one profile per KEP-4322 member; ``ownership``:
+    act only on the profiles this replica owns. ``owned_profiles``: the source never changes a
+    profile once sent, so the engine may keep it as it is."""
+
+    def __init__(
+        self,
+        lock: threading.RLock,
+        clusters: dict[str, FleetCluster],
+        keeper: Keeper,
+        progress: SyncProgress,
+        hooks: FleetHooks,
+        *,
+        dedupe: bool,
+        ownership: Ownership | None,
+        owned_profiles: bool,
+    ) -> None:
+        self._lock = lock
+        self.keeper = keeper
+        self.progress = progress
+        self.hooks = hooks
+        self.dedupe = dedupe
+        self.ownership = ownership
+        self.owned_profiles = owned_profiles
+        self.clusters = clusters
+        self.problems: dict[str, str] = {}
+        self.members = Deduplicator()
+
+    async def watch(self, source: Any) -> None:
+        """Run ``source`` (``async run(emit, listed)``) into this tracker until cancelled; a
+        source that fails shows as the problem ``source`` and the fleet stays up."""
+        try:
+            await source.run(self.apply, self.progress.inventory_listed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a source's bug: shown, and the fleet stays up
+            problem = redact_text(f"the inventory source stopped: {type(exc).__name__}: {exc}")
+            with self._lock:
+                self.problems["source"] = problem
+            _log.error("inventory source stopped", error=problem)
+
+    def apply(self, change: Change) -> None:
+        """Take one change of the inventory as the source sent it."""
+        with self._lock:
+            self.problems.update(change.problems)
+        for origin, problem in change.problems.items():
+            if problem:
+                _log.warning("inventory problem", origin=origin, problem=problem)
+        if self.dedupe:
+            with self._lock:  # the index is read by duplicates from other threads
+                change = self.members.apply(change)
+        standing = change
+        if self.ownership is not None:
+            change = self.ownership.apply(change)
+        self.apply_owned(change)
+        self.hooks.inventory(standing, change)
+
+    def apply_owned(self, change: Change) -> None:
+        """Take a change of the profiles this fleet acts on (standing, and owned with a shard)."""
+        for key in change.deletes:
+            self._remove(key, "moved" if key in change.moved else "duplicate" if key in change.superseded else "deleted")
+        for key, (profile, origin) in change.upserts.items():
+            self.upsert(key, profile, origin)
+        self.progress.check()
+
+    def rebind_all(self) -> None:
+        """Resolve every cluster again through the keeper's (new) engine."""
+        for cluster in list(self.clusters.values()):
+            self.upsert(cluster.key, cluster.profile, cluster.origin, rebind=True)
+
+    def upsert(self, key: str, profile: dict[str, Any], origin: str, *, rebind: bool = False) -> None:
+        """Take ``profile`` for ``key``: O(1) for the fleet (one resolve, one task at most).
+        ``rebind``: resolve it again through the current engine even if nothing changed."""
+        cluster = self.clusters.get(key)
+        if cluster is not None and not rebind:
+            if cluster.profile is profile or cluster.profile == profile:
+                cluster.profile, cluster.origin = profile, origin
+                return
+        if cluster is None:
+            cluster = FleetCluster(key, profile, origin)
+            with self._lock:
+                self.clusters[key] = cluster
+            self.progress.track(key)
+        cluster.profile, cluster.origin = profile, origin
+        cluster.healthy = is_healthy(profile)
+        old = cluster.binding
+        keeper, gate = self.keeper, self.keeper.gate
+        try:
+            binding = keeper.engine.bind(profile, owned=self.owned_profiles)
+        except CredentialError as exc:
+            self._unusable(cluster, "unmatched" if isinstance(exc, NoMatchingProvider) else "invalid", str(exc))
+            return
+        if not rebind and old is not None and binding.plan == old.plan:
+            # Same endpoint and provider: same binding and clients; only the gate may change.
+            if gate.decide(cluster) == "stay":
+                gate.events.emit(cluster, Updated(cluster, False))
+            self.hooks.plan(key, old.plan, profile)
+            self.hooks.changed(cluster)
+            return
+        cluster._replacing = cluster.engaged
+        cluster.binding, cluster.state, cluster.last_error, cluster.failures = binding, "pending", None, 0
+        cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster._answered = cluster._credential = None
+        cluster._credentialed = False
+        cluster._next_probe = 0.0
+        self.hooks.plan(key, binding.plan, profile)
+        self.hooks.changed(cluster)
+        keeper.keep(cluster, binding)
+
+    def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
+        cluster._due = None
+        cluster.binding, cluster.state, cluster.last_error = None, state, redact_text(message)
+        cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
+        _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
+        if cluster.engaged:
+            self.keeper.gate.events.disengage(cluster, "unusable")
+        self.hooks.plan(cluster.key, None, None)
+        self.hooks.changed(cluster)
+        self.progress.first_done(cluster.key)
+
+    def _remove(self, key: str, reason: str) -> None:
+        cluster = self.clusters.get(key)
+        if cluster is None:
+            return
+        cluster._due = None
+        with self._lock:
+            del self.clusters[key]
+        if cluster._answered is not None and cluster._credential is not None:
+            self.keeper.engine.invalidate(cluster._answered, cluster._credential)  # a gone cluster's credential goes
+        self.progress.first_done(key)
+        events = self.keeper.gate.events
+        if cluster.engaged:
+            events.disengage(cluster, reason)
+        elif cluster._clients or cluster._stale:
+            events.emit(cluster, None)  # close what a program took from a cluster never engaged
+        self.hooks.removed(cluster)
+        self.hooks.plan(key, None, None)
