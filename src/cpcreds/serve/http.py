@@ -27,7 +27,8 @@ from urllib.parse import parse_qs, quote, unquote
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from .page import PAGE_SIZE, render_status_page
-from .status import STATES, BadQuery, Query, StatusBoard
+from .paging import BadQuery, Query
+from .status import STATES, StatusBoard
 
 __all__ = ["StatusServer", "ConnectionLimits"]
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 if TYPE_CHECKING:
-    from .status import Query, StatusBoard
+    from .paging import Query
+    from .status import StatusBoard
 
 __all__ = ["render_status_page", "PAGE_SIZE"]
 

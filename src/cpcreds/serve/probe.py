@@ -11,7 +11,7 @@ from typing import Any
 from ..engine import CredentialEngine
 from ..errors import CredentialError
 from ..logs import redact_text
-from .status import ProbeResult
+from .clusterview import ProbeResult
 
 __all__ = ["Prober"]
 

@@ -40,9 +40,11 @@ from ..fleet.members import MemberIndex
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
+from .metrics import ServeCollector, ShardCollector
 from .probe import Prober
 from .settings import ServeSettings, UnusableFolder, parse_listen
-from .status import ServeCollector, ShardCollector, ShardStatus, StatusBoard
+from .shardstatus import ShardStatus
+from .status import StatusBoard
 
 __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
