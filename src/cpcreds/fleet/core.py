@@ -156,13 +156,16 @@ class Fleet:
             jitter=jitter,
             hooks=self.hooks,
             gate=self._gate,
+            events=self._events,
             progress=self._progress,
             fenced=link.fenced if link is not None else None,
         )
         # cpcreds' own sources parse (or copy) every profile and never change one once sent:
         # the engine may keep them as they are. A program's source may not promise that.
         owned_profiles = isinstance(source, (HubSource, FolderSource, ProfileFeed))
-        self._tracker = Tracker(self._lock, clusters, self._keeper, self._progress, self.hooks, dedupe=dedupe, ownership=self.ownership, owned_profiles=owned_profiles)
+        self._tracker = Tracker(
+            self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=dedupe, ownership=self.ownership, owned_profiles=owned_profiles
+        )
         self._runtime = FleetRuntime(self._lock, source, self._tracker, self._keeper, self._events, link, owns_engine=owns_engine)
         if prometheus_registry is not None:
             from .metrics import FleetCollector

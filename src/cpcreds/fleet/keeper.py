@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..binding import Binding
     from ..engine import CredentialEngine
     from ..policies import BackoffPolicy
+    from .events import EventFanout
     from .gate import Gate
     from .hooks import FleetHooks
     from .progress import SyncProgress
@@ -57,6 +58,7 @@ class Keeper:
         jitter: float,
         hooks: FleetHooks,
         gate: Gate,
+        events: EventFanout,
         progress: SyncProgress,
         fenced: Callable[[str], float | None] | None = None,
     ) -> None:
@@ -65,6 +67,7 @@ class Keeper:
         self.jitter = jitter
         self.hooks = hooks
         self.gate = gate
+        self.events = events
         self.progress = progress
         self._clusters = clusters
         self.scheduler = FetchScheduler(concurrency, self.fetch, self.current, fenced)
@@ -89,7 +92,7 @@ class Keeper:
             answer, error = None, exc
         if not self.current(cluster, binding):
             return
-        hooks, gate = self.hooks, self.gate
+        hooks, gate, events = self.hooks, self.gate, self.events
         now = time.time()
         if answer is not None:
             delay = self.succeeded(cluster, answer, now)
@@ -99,7 +102,7 @@ class Keeper:
                 if cluster._replacing and cluster.engaged:
                     cluster._replacing = False
                     if gate.decide(cluster) == "stay":
-                        gate.events.emit(cluster, Updated(cluster, True), close="stale")
+                        events.emit(cluster, Updated(cluster, True), close="stale")
                 else:
                     gate.decide(cluster)
                 self.progress.first_done(cluster.key)
@@ -109,7 +112,7 @@ class Keeper:
             if not cluster._credentialed:
                 if cluster._replacing and cluster.engaged:
                     cluster._replacing = False
-                    gate.events.disengage(cluster, "credential")
+                    events.disengage(cluster, "credential")
                 self.progress.first_done(cluster.key)
         hooks.changed(cluster)
         if answer is not None and hooks.probe_interval > 0 and now >= cluster._next_probe:

@@ -20,6 +20,8 @@ from .health import is_healthy
 from .members import Deduplicator
 
 if TYPE_CHECKING:
+    from .events import EventFanout
+    from .gate import Gate
     from .hooks import FleetHooks
     from .inventory import Change
     from .keeper import Keeper
@@ -43,6 +45,8 @@ class Tracker:
         lock: threading.RLock,
         clusters: dict[str, FleetCluster],
         keeper: Keeper,
+        gate: Gate,
+        events: EventFanout,
         progress: SyncProgress,
         hooks: FleetHooks,
         *,
@@ -51,7 +55,7 @@ class Tracker:
         owned_profiles: bool,
     ) -> None:
         self._lock = lock
-        self.keeper = keeper
+        self.keeper, self.gate, self.events = keeper, gate, events
         self.progress = progress
         self.hooks = hooks
         self.dedupe = dedupe
@@ -119,7 +123,7 @@ class Tracker:
         cluster.profile, cluster.origin = profile, origin
         cluster.healthy = is_healthy(profile)
         old = cluster.binding
-        keeper, gate = self.keeper, self.keeper.gate
+        keeper, gate = self.keeper, self.gate
         try:
             binding = keeper.engine.bind(profile, owned=self.owned_profiles)
         except CredentialError as exc:
@@ -128,7 +132,7 @@ class Tracker:
         if not rebind and old is not None and binding.plan == old.plan:
             # Same endpoint and provider: same binding and clients; only the gate may change.
             if gate.decide(cluster) == "stay":
-                gate.events.emit(cluster, Updated(cluster, False))
+                self.events.emit(cluster, Updated(cluster, False))
             self.hooks.plan(key, old.plan, profile)
             self.hooks.changed(cluster)
             return
@@ -147,7 +151,7 @@ class Tracker:
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
         _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
         if cluster.engaged:
-            self.keeper.gate.events.disengage(cluster, "unusable")
+            self.events.disengage(cluster, "unusable")
         self.hooks.plan(cluster.key, None, None)
         self.hooks.changed(cluster)
         self.progress.first_done(cluster.key)
@@ -162,7 +166,7 @@ class Tracker:
         if cluster._answered is not None and cluster._credential is not None:
             self.keeper.engine.invalidate(cluster._answered, cluster._credential)  # a gone cluster's credential goes
         self.progress.first_done(key)
-        events = self.keeper.gate.events
+        events = self.events
         if cluster.engaged:
             events.disengage(cluster, reason)
         elif cluster._clients or cluster._stale:
