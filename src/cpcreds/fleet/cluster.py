@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from ..binding import Binding
 from ..errors import CredentialError
 
-__all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES"]
+__all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES", "holds_clients", "take_clients", "close_now"]
 
 #: pending: no credential yet; ready: the credential works; failing: the last fetch failed (see
 #: ``last_error``; an engaged cluster stays engaged while its credential is still valid);
@@ -46,7 +46,9 @@ class FleetCluster:
     (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
     """
 
-    # Slotted: one per cluster, 100,000 in a large fleet.
+    # Slotted: one per cluster, 100,000 in a large fleet. The underscored slots are the fleet
+    # package's bookkeeping (written by its tracker, keeper, gate and scheduler): kept off the
+    # surface a program reads, not private to this module.
     __slots__ = (
         "key", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
@@ -203,19 +205,25 @@ class FleetCluster:
 
         return ssl_context(self._binding())
 
-    def _take_clients(self, *, stale_only: bool = False) -> list[tuple[Any, Any]]:
-        """The clients handed out, taken off the cluster (to close) as (kind, client) pairs:
-        every one, or with ``stale_only`` those built on a binding the cluster no longer has."""
-        with _CLIENTS_LOCK:
-            clients = self._clients or {}
-            taken = {kind: held for kind, held in clients.items() if not stale_only or held[0] is not self.binding}
-            for kind in taken:
-                del clients[kind]
-            stale, self._stale = self._stale or [], None
-        return stale + [(kind, client) for kind, (_, client) in taken.items()]
-
     def __repr__(self) -> str:
         return f"FleetCluster({self.key!r}, state={self.state!r}, engaged={self.engaged}, provider={self.provider!r})"
+
+
+def holds_clients(cluster: FleetCluster) -> bool:
+    """Whether ``cluster`` handed out clients that are still open (the fleet closes them)."""
+    return bool(cluster._clients or cluster._stale)
+
+
+def take_clients(cluster: FleetCluster, *, stale_only: bool = False) -> list[tuple[Any, Any]]:
+    """The clients ``cluster`` handed out, taken off it (to close) as (kind, client) pairs:
+    every one, or with ``stale_only`` those built on a binding the cluster no longer has."""
+    with _CLIENTS_LOCK:
+        clients = cluster._clients or {}
+        taken = {kind: held for kind, held in clients.items() if not stale_only or held[0] is not cluster.binding}
+        for kind in taken:
+            del clients[kind]
+        stale, cluster._stale = cluster._stale or [], None
+    return stale + [(kind, client) for kind, (_, client) in taken.items()]
 
 
 def close_now(client: Any) -> None:

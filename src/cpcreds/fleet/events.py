@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from ..logs import get_logger, redact_text
-from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, close_now
+from .cluster import Disengaged, Engaged, FleetCluster, FleetEvent, close_now, holds_clients, take_clients
 
 __all__ = ["EventFanout", "Callback", "close_clients"]
 
@@ -73,7 +73,7 @@ class EventFanout:
         clients first when ``close`` (``"stale"``: only those of an older binding; no event:
         closing is all there is)."""
         previous = self._emitting.get(cluster.key)
-        closing = (close or event is None) and bool(cluster._clients or cluster._stale)
+        closing = (close or event is None) and holds_clients(cluster)
         if previous is None and not closing:
             if event is not None:
                 self._publish(event)  # the usual case: no task, no wait
@@ -84,7 +84,7 @@ class EventFanout:
         try:
             if previous is not None:
                 await asyncio.shield(previous)
-            await close_clients(cluster._take_clients(stale_only=stale_only))
+            await close_clients(take_clients(cluster, stale_only=stale_only))
             if event is not None:
                 self._publish(event)
         finally:

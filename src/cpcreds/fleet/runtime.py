@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..logs import get_logger, redact_text
+from .cluster import take_clients
 from .events import close_clients
 
 if TYPE_CHECKING:
@@ -153,6 +154,6 @@ class FleetRuntime:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
-        clients = [client for cluster in list(self.tracker.clusters.values()) for client in cluster._take_clients()]
+        clients = [client for cluster in list(self.tracker.clusters.values()) for client in take_clients(cluster)]
         if clients:
             await close_clients(clients)

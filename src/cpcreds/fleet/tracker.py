@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError, NoMatchingProvider
 from ..logs import get_logger, redact_text
-from .cluster import FleetCluster, Updated
+from .cluster import FleetCluster, Updated, holds_clients
 from .health import is_healthy
 from .members import Deduplicator
 
@@ -169,7 +169,7 @@ class Tracker:
         events = self.events
         if cluster.engaged:
             events.disengage(cluster, reason)
-        elif cluster._clients or cluster._stale:
+        elif holds_clients(cluster):
             events.emit(cluster, None)  # close what a program took from a cluster never engaged
         self.hooks.removed(cluster)
         self.hooks.plan(key, None, None)
