@@ -46,13 +46,13 @@ class FleetCluster:
     (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
     """
 
-    # Slotted: one per cluster, 100,000 in a large fleet. The underscored slots are the fleet
-    # package's bookkeeping (written by its tracker, keeper, gate and scheduler): kept off the
-    # surface a program reads, not private to this module.
+    # Slotted: one per cluster, 100,000 in a large fleet. The last six slots are the fleet's
+    # bookkeeping, written by its tracker, keeper, gate and scheduler (so not private to this
+    # module); a program may read them and must not change them, as for every attribute here.
     __slots__ = (
         "key", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
-        "_clients", "_stale", "_credentialed", "_answered", "_credential", "_due", "_replacing", "_next_probe",
+        "_clients", "_stale", "credentialed", "answered_plan", "held_credential", "due_at", "replacing", "next_probe_at",
     )  # fmt: skip
 
     def __init__(self, key: str, profile: dict[str, Any], origin: str = "") -> None:
@@ -79,7 +79,7 @@ class FleetCluster:
         self._clients: dict[Any, Any] | None = None
         self._stale: list[tuple[Any, Any]] | None = None
         #: Whether the current binding has answered once (the fleet's gate reads it).
-        self._credentialed = False
+        self.credentialed = False
         #: When the held credential expires (epoch seconds; None: no expiry, or none held).
         self.expires_at: float | None = None
         #: When the fleet fetches again (epoch seconds; None: not planned, the credential does
@@ -93,15 +93,16 @@ class FleetCluster:
         self.answered_by: str | None = None
         #: What the fleet's probe found last (see ``FleetHooks.probe``), or None.
         self.probe: Any = None
-        # The plan that answered and its credential: dropped from the engine's cache when the
-        # cluster goes.
-        self._answered: Any = None
-        self._credential: Any = None
-        # The fleet's scheduling: when the next fetch is due (loop time; None: none planned),
-        # whether the first answer of a new binding replaces an engaged one's, the next probe.
-        self._due: float | None = None
-        self._replacing = False
-        self._next_probe = 0.0
+        #: The plan that answered and its credential (the fleet drops that credential from the
+        #: engine's cache when the cluster goes; never shown in ``repr``).
+        self.answered_plan: Any = None
+        self.held_credential: Any = None
+        #: When the fleet's next fetch is due (loop time; None: none planned).
+        self.due_at: float | None = None
+        #: Whether the first answer of a new binding replaces an engaged one's clients.
+        self.replacing = False
+        #: When the fleet probes next (loop time).
+        self.next_probe_at = 0.0
 
     @property
     def namespace(self) -> str:

@@ -39,7 +39,7 @@ class Gate:
         """Engage or disengage ``cluster`` as its credential and health say; returns what it
         is now: ``engaged`` (just now), ``stay`` (was and is), ``disengaged`` or ``idle``."""
         healthy = self.passes_health(cluster)
-        credentialed = cluster._credentialed and cluster.binding is not None
+        credentialed = cluster.credentialed and cluster.binding is not None
         if cluster.binding is not None and credentialed:
             cluster.state = "ready" if healthy else "unhealthy"
             if cluster.state == "ready" and cluster.failures:

@@ -83,7 +83,7 @@ class Keeper:
 
     async def fetch(self, cluster: FleetCluster, binding: Any) -> None:
         """One fetch of ``cluster``'s credential; then its gate, hooks, probe and next fetch.
-        A cluster that was engaged on an older binding (``_replacing``) gets an update for its
+        A cluster that was engaged on an older binding (``replacing``) gets an update for its
         first answer here (or, if that fails, a disengage)."""
         try:
             answer = await binding.aanswer()
@@ -96,11 +96,11 @@ class Keeper:
         now = time.time()
         if answer is not None:
             delay = self.succeeded(cluster, answer, now)
-            first = not cluster._credentialed
-            cluster._credentialed = True
+            first = not cluster.credentialed
+            cluster.credentialed = True
             if first:
-                if cluster._replacing and cluster.engaged:
-                    cluster._replacing = False
+                if cluster.replacing and cluster.engaged:
+                    cluster.replacing = False
                     if gate.decide(cluster) == "stay":
                         events.emit(cluster, Updated(cluster, True), close="stale")
                 else:
@@ -109,16 +109,16 @@ class Keeper:
         else:
             assert error is not None
             delay = self.failed(cluster, error, now)
-            if not cluster._credentialed:
-                if cluster._replacing and cluster.engaged:
-                    cluster._replacing = False
+            if not cluster.credentialed:
+                if cluster.replacing and cluster.engaged:
+                    cluster.replacing = False
                     events.disengage(cluster, "credential")
                 self.progress.first_done(cluster.key)
         hooks.changed(cluster)
-        if answer is not None and hooks.probe_interval > 0 and now >= cluster._next_probe:
+        if answer is not None and hooks.probe_interval > 0 and now >= cluster.next_probe_at:
             self.scheduler.release()  # a probe holds no fetch slot
             cluster.probe = await hooks.probe(cluster)
-            cluster._next_probe = now + hooks.probe_interval
+            cluster.next_probe_at = now + hooks.probe_interval
             if delay is None or delay > hooks.probe_interval:
                 delay = hooks.probe_interval
             if not self.current(cluster, binding):
@@ -130,8 +130,8 @@ class Keeper:
         """Record an answer; returns how long until the next fetch (None: not before the
         profile changes, the credential does not expire)."""
         credential = answer.credential
-        renewed = credential is not cluster._credential
-        cluster._answered, cluster._credential, cluster.answered_by = answer.plan, credential, answer.plan.provider
+        renewed = credential is not cluster.held_credential
+        cluster.answered_plan, cluster.held_credential, cluster.answered_by = answer.plan, credential, answer.plan.provider
         cluster.failures, cluster.last_error = 0, None
         cluster.state = "ready" if self.gate.passes_health(cluster) else "unhealthy"
         if renewed:

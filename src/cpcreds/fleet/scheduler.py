@@ -6,7 +6,7 @@ One heap of due times and one timer for every cluster, instead of a task sleepin
 waits in a queue for one of the fetch slots; its fetch runs in a task of its own, so a hung
 plugin holds one slot until its timeout and delays no other cluster. Heap entries are never
 removed: an entry whose cluster was rescheduled, rebound or removed since is skipped when it
-comes up (``cluster._due`` and the binding tell), so a change of one cluster costs O(log N) and
+comes up (``cluster.due_at`` and the binding tell), so a change of one cluster costs O(log N) and
 never a scan of the fleet.
 """
 
@@ -55,11 +55,11 @@ class FetchScheduler:
         """Fetch ``cluster``'s credential through ``binding`` in ``delay`` seconds (None: not
         before it is scheduled again). Replaces what was scheduled for the cluster."""
         if delay is None:
-            cluster._due = None
+            cluster.due_at = None
             return
         loop = asyncio.get_running_loop()
         when = loop.time() + max(delay, 0.0)
-        cluster._due = when
+        cluster.due_at = when
         if delay <= 0:
             self._due_now.append((cluster, binding))
             self._start()
@@ -91,7 +91,7 @@ class FetchScheduler:
         now, heap = loop.time(), self._heap
         while heap and heap[0][0] <= now:
             when, _, cluster, binding = heapq.heappop(heap)
-            if cluster._due == when and cluster.binding is binding:
+            if cluster.due_at == when and cluster.binding is binding:
                 self._due_now.append((cluster, binding))
         self._timer, self._timer_at = (loop.call_at(heap[0][0], self._timer_fired), heap[0][0]) if heap else (None, float("inf"))
         self._start()
@@ -108,7 +108,7 @@ class FetchScheduler:
             if retry is not None:
                 self.schedule(cluster, binding, retry)
                 continue
-            cluster._due = None
+            cluster.due_at = None
             task = loop.create_task(self._fetch(cluster, binding))
             self._fetching.add(task)
             task.add_done_callback(self._done)

@@ -136,17 +136,17 @@ class Tracker:
             self.hooks.plan(key, old.plan, profile)
             self.hooks.changed(cluster)
             return
-        cluster._replacing = cluster.engaged
+        cluster.replacing = cluster.engaged
         cluster.binding, cluster.state, cluster.last_error, cluster.failures = binding, "pending", None, 0
-        cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster._answered = cluster._credential = None
-        cluster._credentialed = False
-        cluster._next_probe = 0.0
+        cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster.answered_plan = cluster.held_credential = None
+        cluster.credentialed = False
+        cluster.next_probe_at = 0.0
         self.hooks.plan(key, binding.plan, profile)
         self.hooks.changed(cluster)
         keeper.keep(cluster, binding)
 
     def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
-        cluster._due = None
+        cluster.due_at = None
         cluster.binding, cluster.state, cluster.last_error = None, state, redact_text(message)
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
         _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
@@ -160,11 +160,11 @@ class Tracker:
         cluster = self.clusters.get(key)
         if cluster is None:
             return
-        cluster._due = None
+        cluster.due_at = None
         with self._lock:
             del self.clusters[key]
-        if cluster._answered is not None and cluster._credential is not None:
-            self.keeper.engine.invalidate(cluster._answered, cluster._credential)  # a gone cluster's credential goes
+        if cluster.answered_plan is not None and cluster.held_credential is not None:
+            self.keeper.engine.invalidate(cluster.answered_plan, cluster.held_credential)  # a gone cluster's credential goes
         self.progress.first_done(key)
         events = self.events
         if cluster.engaged:
