@@ -22,6 +22,9 @@ from .kep import ExecCluster
 from ._patterns import LazyPattern
 from .logs import redact_text
 
+#: Fills a slotted record's fields past its frozen ``__setattr__`` (as its ``__init__`` does).
+_set = object.__setattr__
+
 __all__ = [
     "ExecSpec",
     "AccessPlan",
@@ -179,7 +182,7 @@ def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
     return compact_json(cluster_to_wire(cluster), encoder)
 
 
-@frozen_record(eq=False)
+@frozen_record(eq=False, slots=True)
 class AccessPlan:
     """Everything needed to get one credential, frozen; equal plans share a cached credential.
 
@@ -187,7 +190,8 @@ class AccessPlan:
     ``exec`` is set for exec plugins, ``options`` for in-process providers. ``cluster`` is always
     the profile's cluster (adapters need its server); it is part of the identity only when the
     provider can see it (in-process providers, or ``provideClusterInfo: true``), so a plugin that
-    cannot tell clusters apart runs once for all of them.
+    cannot tell clusters apart runs once for all of them. Slotted: a fleet holds one per profile,
+    ~0.15 KB less each than an instance with a ``__dict__`` (and a field read is no slower).
     """
 
     provider: str
@@ -209,9 +213,13 @@ class AccessPlan:
         field through the frozen dataclass's ``__init__``: resolve builds one for every new
         profile, right after a plugin ran, when every step costs several times its usual."""
         plan = object.__new__(cls)
-        fields = plan.__dict__
-        fields.update(provider=provider, kind=kind, cluster=cluster, exec=exec, options=options, timeout=timeout)
-        fields["key"] = _plan_key(plan)
+        _set(plan, "provider", provider)
+        _set(plan, "kind", kind)
+        _set(plan, "cluster", cluster)
+        _set(plan, "exec", exec)
+        _set(plan, "options", options)
+        _set(plan, "timeout", timeout)
+        _set(plan, "key", _plan_key(plan))
         return plan
 
     def __eq__(self, other: object) -> bool:
