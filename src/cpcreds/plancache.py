@@ -116,9 +116,12 @@ class PlanCache:
 
     def resolve(self, profile: ClusterProfile | Mapping[str, Any], identity: Any, owned: bool = False) -> AccessPlan:
         """Resolve ``profile`` (``owned``: see :func:`~cpcreds.access.resolve`) and remember its
-        plan under ``identity`` (None: not remembered)."""
+        plan under ``identity`` (None: not remembered). An owned profile's plan is not
+        remembered either: its one caller (a fleet) binds a profile once per change and keeps
+        the binding, so an entry would never be read again and would cost ~0.3 KB a profile
+        (the identity of a profile without a resourceVersion is its access data, marshalled)."""
         plan = resolve(self.config, profile, owned=owned)
-        if identity is not None:
+        if identity is not None and not owned:
             with self._lock:
                 if len(self.plans) >= self._limit:
                     for stale in list(self.plans)[: len(self.plans) // 2]:
