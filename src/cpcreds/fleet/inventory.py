@@ -18,7 +18,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,10 +105,34 @@ class Change:
         return bool(self.upserts or self.deletes or self.problems)
 
 
+class _One(Mapping[str, dict[str, Any]]):
+    """The profiles of a file that holds one (most do): ``{key: profile}`` read-only, in ~50
+    bytes where a one-entry dict takes ~200 (~15 MB at 100,000 files)."""
+
+    __slots__ = ("key", "profile")
+
+    def __init__(self, key: str, profile: dict[str, Any]) -> None:
+        self.key, self.profile = key, profile
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        if key == self.key:
+            return self.profile
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.profile if key == self.key else default
+
+    def __iter__(self) -> Iterator[str]:
+        yield self.key
+
+    def __len__(self) -> int:
+        return 1
+
+
 @dataclass(slots=True)
 class _File:
     signature: int
-    profiles: dict[str, dict[str, Any]]
+    profiles: Mapping[str, dict[str, Any]]
 
 
 class DirectorySource:
@@ -241,7 +265,7 @@ class DirectorySource:
         else:
             holders.add(path)
 
-    def _unhold(self, path: str, profiles: dict[str, dict[str, Any]]) -> None:
+    def _unhold(self, path: str, profiles: Mapping[str, dict[str, Any]]) -> None:
         for key in profiles:
             holders = self._holders.get(key)
             if holders is None:
@@ -284,7 +308,7 @@ class DirectorySource:
         return present
 
     @staticmethod
-    def _read(path: str) -> tuple[dict[str, dict[str, Any]], str | None]:
+    def _read(path: str) -> tuple[Mapping[str, dict[str, Any]], str | None]:
         problem = None
         try:
             loaded = load_profiles(path)
@@ -303,6 +327,9 @@ class DirectorySource:
             # about the content, so without it the engine tells versions apart by their content.
             profile["metadata"].pop("resourceVersion", None)
             profiles[key] = shared(profile)
+        if len(profiles) == 1:
+            ((key, profile),) = profiles.items()
+            return _One(key, profile), None
         return profiles, None
 
     def _settle(self, touched: set[str], change: Change) -> None:
