@@ -147,7 +147,6 @@ class DirectorySource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._files: dict[str, _File] = {}
-        self._owner: dict[str, str] = {}  # key -> file that defines it
         # key -> the file that defines it, or the set of them when several do (rare: a set per
         # key would cost ~0.2 KB each, 20 MB at 100,000 profiles)
         self._holders: dict[str, str | set[str]] = {}
@@ -338,10 +337,9 @@ class DirectorySource:
             holders = self._holders.get(key)
             owner = holders if isinstance(holders, str) or holders is None else min(holders)
             if owner is None:
-                if self._owner.pop(key, None) is not None:
-                    change.deletes.add(key)
+                # A touched key was held by a file before this scan (and so sent): it is gone.
+                change.deletes.add(key)
                 continue
-            self._owner[key] = owner
             change.upserts[key] = (self._files[owner].profiles[key], owner)
 
 
