@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cpcreds import credential as credential_module
 from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
-from cpcreds.credential import Credential, format_rfc3339, parse_rfc3339
+from cpcreds.credential import Credential, credential_from_status_fields, format_rfc3339, parse_rfc3339
 from tests.fakes.pki import make_key_pair
 
 UTC = timezone.utc
@@ -361,7 +361,7 @@ def test_credentials_from_answer_fields_are_the_ones_the_constructor_builds(toke
             moment = parse_rfc3339(expiry)
         except ValueError:
             moment = None
-    direct = built(lambda: Credential._from_status_fields(expiry, token, cert, key))
+    direct = built(lambda: credential_from_status_fields(Credential, expiry, token, cert, key))
     if expiry and moment is None:
         assert direct == "expirationTimestamp is not an RFC 3339 timestamp"
         return

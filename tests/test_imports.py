@@ -514,9 +514,12 @@ def _private_imports(path: Path, package_root: Path) -> list[str]:
     """``from X import _name`` in ``path`` where ``_name`` is not a module of the package: a
     private name reached from outside the module that defines it."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    imported: set[str] = set()  # names this module took from the package's other modules
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.ImportFrom) and node.level):
             continue
+        imported.update(alias.asname or alias.name for alias in node.names)
         base = path.parent
         for _ in range(node.level - 1):
             base = base.parent
@@ -526,6 +529,11 @@ def _private_imports(path: Path, package_root: Path) -> list[str]:
             if name.startswith("_") and not name.startswith("__"):
                 if not (target / f"{name}.py").exists() and not (target / name / "__init__.py").exists():
                     found.append(f"{path.relative_to(package_root)}:{node.lineno} {name}")
+    # ``Imported._name``: a private attribute of a class or function another module defines.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in imported:
+            if node.attr.startswith("_") and not node.attr.startswith("__") and not node.value.id.startswith("_"):
+                found.append(f"{path.relative_to(package_root)}:{node.lineno} {node.value.id}.{node.attr}")
     return found
 
 
@@ -538,5 +546,5 @@ def test_no_module_imports_another_modules_private_names() -> None:
 def test_the_private_name_guard_sees_one(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "_mod.py").write_text("")
-    (tmp_path / "pkg" / "a.py").write_text("from . import _mod\nfrom .b import _hidden, shown\n")
-    assert _private_imports(tmp_path / "pkg" / "a.py", tmp_path) == ["pkg/a.py:2 _hidden"]
+    (tmp_path / "pkg" / "a.py").write_text("from . import _mod\nfrom .b import _hidden, Shown\n_mod._x\nShown._made(1)\n")
+    assert _private_imports(tmp_path / "pkg" / "a.py", tmp_path) == ["pkg/a.py:2 _hidden", "pkg/a.py:4 Shown._made"]

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._parse import plain_copy
 from .errors import NoMatchingProvider, ProfileError
-from .kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, unpassable_text
+from .kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, exec_cluster_of_validated, unpassable_text
 from .logs import get_logger
-from .plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env  # noqa: F401 (re-exported: they lived here)
+from .plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
 from .profiles import profile_ref
 
 if TYPE_CHECKING:  # the models are imported only when a profile needs validating (see resolve)
@@ -467,7 +467,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, own
     if config is not None and not (owned and _shareable(config)):
         config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", ref)
     # The values were checked as the profile was read (by the models or the direct reading).
-    cluster = ExecCluster._of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)
+    cluster = exec_cluster_of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)
     if entry.exec_config is None:
         return AccessPlan(
             provider=entry.name,
@@ -488,7 +488,7 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, own
         env, changed = _merge_env(env, extra, profile_wins=policy == "Replace"), True
     if changed:
         spec = dataclasses.replace(spec, args=args, env=env)
-    return AccessPlan._of_resolved(entry.name, "exec", cluster, spec, _NO_OPTIONS, entry.timeout)
+    return plan_of_resolved(entry.name, "exec", cluster, spec, _NO_OPTIONS, entry.timeout)
 
 
 def _cluster_at(name: str) -> str:

@@ -33,6 +33,7 @@ from .kep import (
     EXEC_INFO_ENV,
     SUPPORTED_API_VERSIONS,
     ExecCluster,
+    exec_cluster_of_validated,
     unpassable_text,
 )
 
@@ -175,7 +176,7 @@ class ExecClusterModel(_Wire):
     _decode_ca = field_validator("certificate_authority_data", mode="before")(_decode_base64_bytes)
 
     def to_cluster(self) -> ExecCluster:
-        return ExecCluster._of_validated(
+        return exec_cluster_of_validated(
             self.server,
             self.tls_server_name,
             self.insecure_skip_tls_verify,

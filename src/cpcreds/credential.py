@@ -115,30 +115,11 @@ class Credential:
     @classmethod
     def from_status(cls, status: ExecCredentialStatus) -> Credential:
         """Build from an ExecCredential status; ``ValueError`` names what is wrong."""
-        return cls._from_status_fields(
+        return credential_from_status_fields(
+            cls,
             status.expiration_timestamp, status.token, status.client_certificate_data, status.client_key_data
         )
 
-    @classmethod
-    def _from_status_fields(
-        cls, expiration_timestamp: str | None, token: str, client_certificate_data: str, client_key_data: str
-    ) -> Credential:
-        """:meth:`from_status` for the status fields as read from the wire (``expirationTimestamp``
-        as RFC 3339 text, possibly empty or None), without building the model."""
-        expiry = parse_rfc3339(expiration_timestamp) if expiration_timestamp else None
-        if type(token) is str and token and not client_certificate_data and not client_key_data and "\r" not in token and "\n" not in token:
-            # A token alone (nearly every answer), which __post_init__ would leave as it is:
-            # filled in one step rather than field by field, as this runs right after a plugin
-            # exited, when every step costs several times its usual.
-            credential = object.__new__(cls)
-            credential.__dict__.update(token=token, client_certificate_data=None, client_key_data=None, expiration_timestamp=expiry)
-            return credential
-        return cls(
-            token=token,
-            client_certificate_data=client_certificate_data,
-            client_key_data=client_key_data,
-            expiration_timestamp=expiry,
-        )
 
     @property
     def kind(self) -> str:
@@ -241,3 +222,24 @@ def _load_key_as_client_go_does(key_pem: str) -> Any:
         return serialization.load_der_private_key(der, password=None, unsafe_skip_rsa_key_validation=True)
     except (ValueError, TypeError):  # binascii.Error is a ValueError
         return None
+
+
+def credential_from_status_fields(
+    cls: type[Credential], expiration_timestamp: str | None, token: str, client_certificate_data: str, client_key_data: str
+) -> Credential:
+    """:meth:`from_status` for the status fields as read from the wire (``expirationTimestamp``
+    as RFC 3339 text, possibly empty or None), without building the model."""
+    expiry = parse_rfc3339(expiration_timestamp) if expiration_timestamp else None
+    if type(token) is str and token and not client_certificate_data and not client_key_data and "\r" not in token and "\n" not in token:
+        # A token alone (nearly every answer), which __post_init__ would leave as it is:
+        # filled in one step rather than field by field, as this runs right after a plugin
+        # exited, when every step costs several times its usual.
+        credential = object.__new__(cls)
+        credential.__dict__.update(token=token, client_certificate_data=None, client_key_data=None, expiration_timestamp=expiry)
+        return credential
+    return cls(
+        token=token,
+        client_certificate_data=client_certificate_data,
+        client_key_data=client_key_data,
+        expiration_timestamp=expiry,
+    )

@@ -97,26 +97,25 @@ class ExecCluster:
                 raise ValueError("certificate_authority_data is not valid base64")
             object.__setattr__(self, "certificate_authority_data", ca)
 
-    @classmethod
-    def _of_validated(
-        cls,
-        server: str,
-        tls_server_name: str,
-        insecure_skip_tls_verify: bool,
-        certificate_authority_data: bytes,
-        proxy_url: str,
-        disable_compression: bool,
-        config: Any,
-    ) -> ExecCluster:
-        """``ExecCluster(server=..., ...)`` with every field given, for values that already have
-        the fields' types (a read profile's), filled in one step: resolve builds one for every new
-        profile right after a plugin ran, when every step costs several times its usual."""
-        cluster = object.__new__(cls)
-        _set(cluster, "server", server)
-        _set(cluster, "tls_server_name", tls_server_name)
-        _set(cluster, "insecure_skip_tls_verify", insecure_skip_tls_verify)
-        _set(cluster, "certificate_authority_data", certificate_authority_data)
-        _set(cluster, "proxy_url", proxy_url)
-        _set(cluster, "disable_compression", disable_compression)
-        _set(cluster, "config", config)
-        return cluster
+
+def exec_cluster_of_validated(
+    server: str,
+    tls_server_name: str,
+    insecure_skip_tls_verify: bool,
+    certificate_authority_data: bytes,
+    proxy_url: str,
+    disable_compression: bool,
+    config: Any,
+) -> ExecCluster:
+    """``ExecCluster(server=..., ...)`` with every field given, for values that already have
+    the fields' types (a read profile's), filled in one step: resolve builds one for every new
+    profile right after a plugin ran, when every step costs several times its usual."""
+    cluster = object.__new__(ExecCluster)
+    _set(cluster, "server", server)
+    _set(cluster, "tls_server_name", tls_server_name)
+    _set(cluster, "insecure_skip_tls_verify", insecure_skip_tls_verify)
+    _set(cluster, "certificate_authority_data", certificate_authority_data)
+    _set(cluster, "proxy_url", proxy_url)
+    _set(cluster, "disable_compression", disable_compression)
+    _set(cluster, "config", config)
+    return cluster

@@ -205,22 +205,6 @@ class AccessPlan:
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", _plan_key(self))
 
-    @classmethod
-    def _of_resolved(
-        cls, provider: str, kind: str, cluster: ExecCluster, exec: ExecSpec | None, options: Mapping[str, Any], timeout: float
-    ) -> AccessPlan:
-        """``AccessPlan(...)`` with every field given, filled in one step rather than field by
-        field through the frozen dataclass's ``__init__``: resolve builds one for every new
-        profile, right after a plugin ran, when every step costs several times its usual."""
-        plan = object.__new__(cls)
-        _set(plan, "provider", provider)
-        _set(plan, "kind", kind)
-        _set(plan, "cluster", cluster)
-        _set(plan, "exec", exec)
-        _set(plan, "options", options)
-        _set(plan, "timeout", timeout)
-        _set(plan, "key", _plan_key(plan))
-        return plan
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AccessPlan) and other.key == self.key
@@ -277,3 +261,20 @@ def _key_tail(plan: AccessPlan) -> str:
             _KEY_TAILS.clear()
         _KEY_TAILS[cache_key] = (spec, tail)
     return tail
+
+
+def plan_of_resolved(
+    provider: str, kind: str, cluster: ExecCluster, exec: ExecSpec | None, options: Mapping[str, Any], timeout: float
+) -> AccessPlan:
+    """``AccessPlan(...)`` with every field given, filled in one step rather than field by
+    field through the frozen dataclass's ``__init__``: resolve builds one for every new
+    profile, right after a plugin ran, when every step costs several times its usual."""
+    plan = object.__new__(AccessPlan)
+    _set(plan, "provider", provider)
+    _set(plan, "kind", kind)
+    _set(plan, "cluster", cluster)
+    _set(plan, "exec", exec)
+    _set(plan, "options", options)
+    _set(plan, "timeout", timeout)
+    _set(plan, "key", _plan_key(plan))
+    return plan

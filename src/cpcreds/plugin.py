@@ -47,7 +47,7 @@ from ._record import frozen_record
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from ._patterns import LazyPattern
-from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster
+from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, exec_cluster_of_validated
 from ._options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
 from .plan import AccessPlan
 
@@ -165,7 +165,7 @@ def _read_plain_spec(document: dict[str, Any]) -> tuple[bool, ExecCluster | None
         ca_data = base64.b64decode(ca_text, validate=True) if ca_text else b""
     except ValueError:  # binascii.Error: the model words it
         return None
-    return interactive, ExecCluster._of_validated(
+    return interactive, exec_cluster_of_validated(
         cluster["server"],
         cluster.get("tls-server-name", ""),
         cluster.get("insecure-skip-tls-verify", False),

@@ -30,7 +30,7 @@ from .._parse import Limits, load_or_raise
 from .._process import Groups, Outcome, find_executable, process_environment, terminate_all
 from .._show import shown
 from ..config import PluginPolicy, json_type_name
-from ..credential import Credential, format_rfc3339
+from ..credential import Credential, credential_from_status_fields, format_rfc3339
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
     NO_ERROR,
@@ -380,7 +380,7 @@ class ExecProvider:
             fields = (status.expiration_timestamp, status.token, status.client_certificate_data, status.client_key_data)
         credential = None
         try:
-            credential = Credential._from_status_fields(*fields)
+            credential = credential_from_status_fields(Credential, *fields)
         except ValueError as exc:
             problem = f"an unusable credential: {exc}"
         if credential is None:
