@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -446,15 +448,44 @@ def test_profiles_held_with_shared_strings_equal_the_parsed_ones(value: Any) -> 
     assert shared(value) == value  # YAML's int and bool keys and long strings pass as they are
 
 
-def test_profiles_of_a_folder_share_their_keys_and_repeated_values(tmp_path: Path) -> None:
-    from cpcreds.fleet.inventory import DirectorySource
+def test_profiles_of_a_folder_are_held_packed_unless_json_would_change_them(tmp_path: Path) -> None:
+    from cpcreds.fleet.inventory import DirectorySource, held
+    from cpcreds.fleet.packed import PackedProfile
 
     (tmp_path / "a.yaml").write_text(yaml.safe_dump(profile("a")))
     (tmp_path / "b.json").write_text(json.dumps(profile("b")))
     upserts = DirectorySource(tmp_path).scan().upserts
     a, b = (upserts[f"fleet-system/{name}"][0] for name in "ab")
-    (key_a,), (key_b,) = [[k for k in p if k == "metadata"] for p in (a, b)]
-    assert key_a is key_b and a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert type(a) is PackedProfile and type(b) is PackedProfile and a.unpack() == profile("a") and b == profile("b")
+    # A program's profile may hold what JSON would turn into something else (a datetime, a
+    # tuple): held as parsed.
+    c = held({**profile("c"), "extra": (datetime(2026, 1, 2, tzinfo=timezone.utc),)})
+    assert type(c) is dict and c["extra"] == (datetime(2026, 1, 2, tzinfo=timezone.utc),)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_parsed)
+def test_a_packed_profile_reads_back_exactly_what_was_packed(value: Any) -> None:
+    from cpcreds.fleet.packed import PackedProfile, packed, unpacked
+
+    profile = {"metadata": {"name": "x"}, "spec": value}
+    kept = packed(profile)
+    back = unpacked(kept)
+    # Equal, and of the same types all the way down (JSON would make an int key a string).
+    assert back == profile and repr(back) == repr(profile)
+    if type(kept) is PackedProfile:
+        assert kept == profile and kept == packed(json.loads(json.dumps(profile))) and back is not unpacked(kept)
+        assert pickle.loads(pickle.dumps(kept)) == kept and dict(kept.items()) == profile and len(kept) == 2
+    else:
+        assert kept is profile
+
+
+def test_a_packed_profile_equals_the_same_profile_with_its_keys_in_another_order() -> None:
+    from cpcreds.fleet.packed import packed
+
+    one, other = packed({"a": 1, "b": {"c": 2, "d": 3}}), packed({"b": {"d": 3, "c": 2}, "a": 1})
+    assert one == other and not one != other and one != packed({"a": 1, "b": {"c": 2, "d": 4}})
+    assert one != "not a mapping" and "a" in one and one.get("missing", 7) == 7
 
 
 class _Heard(FleetHooks):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..binding import Binding
 from ..errors import CredentialError
+from .packed import packed, unpacked
 
 __all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES", "holds_clients", "take_clients", "close_now"]
 
@@ -46,20 +48,21 @@ class FleetCluster:
     (the old ones are closed then) or a :class:`Disengaged` one (all are closed before it is sent).
     """
 
-    # Slotted: one per cluster, 100,000 in a large fleet. The last six slots are the fleet's
-    # bookkeeping, written by its tracker, keeper, gate and scheduler (so not private to this
+    # Slotted: one per cluster, 100,000 in a large fleet. ``packed_profile`` and the last six
+    # slots are the fleet's bookkeeping, written by its tracker, keeper, gate and scheduler (so not private to this
     # module); a program may read them and must not change them, as for every attribute here.
     __slots__ = (
-        "key", "profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
+        "key", "packed_profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
         "_clients", "_stale", "credentialed", "answered_plan", "held_credential", "due_at", "replacing", "next_probe_at",
     )  # fmt: skip
 
-    def __init__(self, key: str, profile: dict[str, Any], origin: str = "") -> None:
+    def __init__(self, key: str, profile: Mapping[str, Any], origin: str = "") -> None:
         #: ``namespace/name`` (``name`` for a profile without a namespace).
         self.key = key
-        #: The ClusterProfile as the inventory holds it now.
-        self.profile = profile
+        #: The ClusterProfile as the fleet holds it: packed (see :mod:`cpcreds.fleet.packed`)
+        #: unless JSON would not carry it unchanged. Read :attr:`profile` instead.
+        self.packed_profile = packed(profile)
         #: Where the inventory found it: the file, or the hub and namespace.
         self.origin = origin
         #: One of :data:`CLUSTER_STATES`.
@@ -103,6 +106,13 @@ class FleetCluster:
         self.replacing = False
         #: When the fleet probes next (loop time).
         self.next_probe_at = 0.0
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        """The ClusterProfile as the inventory holds it now, as a new dict on every read (the
+        fleet holds it packed: read it once and keep the dict rather than reading field after
+        field through this property)."""
+        return unpacked(self.packed_profile)
 
     @property
     def namespace(self) -> str:

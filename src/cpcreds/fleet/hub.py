@@ -20,14 +20,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..logs import get_logger, redact_text
 from .hubclient import HubAuthError, HubConnector
-from .inventory import Change, profile_key, shared
+from .inventory import Change, held, profile_key
 
 __all__ = ["HubSource", "HubOptions", "HubProblem", "GROUP", "PLURAL", "VERSIONS", "backoff_delay", "read_bounded_answer", "watch_events", "problem_text"]
 
@@ -189,7 +189,7 @@ class HubSource:
                 pass
 
     def _scope(self, namespace: str | None, send: Callable[[Change], None], listed: Callable[[], None], stop: threading.Event) -> None:
-        known: dict[str, dict[str, Any]] = {}
+        known: dict[str, Mapping[str, Any]] = {}
         failures = 0
         first = True
         api = None
@@ -267,8 +267,8 @@ class HubSource:
             raise HubProblem("the hub answered the ClusterProfile list with something that is not JSON") from None
         return _checked_page(page)
 
-    def _relist(self, api: Any, namespace: str | None, known: dict[str, dict[str, Any]], send: Callable[[Change], None]) -> str:
-        items: dict[str, dict[str, Any]] = {}
+    def _relist(self, api: Any, namespace: str | None, known: dict[str, Mapping[str, Any]], send: Callable[[Change], None]) -> str:
+        items: dict[str, Mapping[str, Any]] = {}
         token: str | None = None
         while True:
             page = self._list_page(api, namespace, token)
@@ -277,7 +277,7 @@ class HubSource:
                 if key is None:
                     # Dropping it would report a profile deleted that may be there: refuse the list.
                     raise HubProblem(f"the hub's ClusterProfile list has an item without a usable metadata.name (item {index})")
-                items[key] = shared(item)
+                items[key] = held(item)
             metadata = page["metadata"]
             token = metadata.get("continue")
             if not token:
@@ -298,7 +298,7 @@ class HubSource:
         return version
 
     def _watch(
-        self, api: Any, namespace: str | None, version: str, known: dict[str, dict[str, Any]], send: Callable[[Change], None], stop: threading.Event
+        self, api: Any, namespace: str | None, version: str, known: dict[str, Mapping[str, Any]], send: Callable[[Change], None], stop: threading.Event
     ) -> tuple[str, bool]:
         """Watch from ``version`` until the stream ends; return the last version seen and whether
         the watch worked (delivered an event, or ran at least a second and ended cleanly)."""
@@ -354,8 +354,8 @@ class HubSource:
                 if kind == "DELETED":
                     if known.pop(key, None) is not None:
                         send(Change(deletes={key}))
-                elif known.get(key) != item:
-                    known[key] = item = shared(item)
+                elif known.get(key) != (item := held(item)):
+                    known[key] = item
                     send(Change(upserts={key: (item, origin)}))
         finally:
             with self._open_lock:

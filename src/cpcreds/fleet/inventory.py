@@ -25,8 +25,9 @@ from typing import Any
 
 from ..errors import ProfileError
 from ..profiles import load_profiles
+from .packed import PackedProfile, packed
 
-__all__ = ["Change", "DirectorySource", "FolderSource", "ProfileFeed", "profile_key", "PROFILE_SUFFIXES"]
+__all__ = ["Change", "DirectorySource", "FolderSource", "ProfileFeed", "profile_key", "held", "PROFILE_SUFFIXES"]
 
 #: Files of a profiles folder that are read; others (README, editor backups, dotfiles) are not.
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -68,6 +69,14 @@ def shared(value: Any, field: str = "") -> Any:
     return value
 
 
+def held(profile: dict[str, Any]) -> Mapping[str, Any]:
+    """How a source holds a profile it parsed: packed (:mod:`cpcreds.fleet.packed`, ~0.35 KB
+    where the parsed dicts take ~1.7), else (what JSON would not carry unchanged) parsed, with
+    its keys and repeated values shared (:func:`shared`)."""
+    kept = packed(profile)
+    return kept if type(kept) is PackedProfile else shared(profile)
+
+
 def _signature(info: os.stat_result) -> int:
     """A file's modification time, size and inode in one int: one object per file held, not a
     tuple of three (~0.1 KB a profile at 100,000); equal exactly when all three are."""
@@ -91,7 +100,7 @@ class Change:
     """What changed: profiles to (re)consider by key, keys gone, and per-origin problems (a file
     that cannot be read; empty string: the origin is fine again)."""
 
-    upserts: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    upserts: dict[str, tuple[Mapping[str, Any], str]] = field(default_factory=dict)
     deletes: set[str] = field(default_factory=set)
     problems: dict[str, str] = field(default_factory=dict)
     #: Keys among ``deletes`` whose profile is still there, but another profile of the same
@@ -105,16 +114,16 @@ class Change:
         return bool(self.upserts or self.deletes or self.problems)
 
 
-class _One(Mapping[str, dict[str, Any]]):
+class _One(Mapping[str, Mapping[str, Any]]):
     """The profiles of a file that holds one (most do): ``{key: profile}`` read-only, in ~50
     bytes where a one-entry dict takes ~200 (~15 MB at 100,000 files)."""
 
     __slots__ = ("key", "profile")
 
-    def __init__(self, key: str, profile: dict[str, Any]) -> None:
+    def __init__(self, key: str, profile: Mapping[str, Any]) -> None:
         self.key, self.profile = key, profile
 
-    def __getitem__(self, key: str) -> dict[str, Any]:
+    def __getitem__(self, key: str) -> Mapping[str, Any]:
         if key == self.key:
             return self.profile
         raise KeyError(key)
@@ -132,7 +141,7 @@ class _One(Mapping[str, dict[str, Any]]):
 @dataclass(slots=True)
 class _File:
     signature: int
-    profiles: Mapping[str, dict[str, Any]]
+    profiles: Mapping[str, Mapping[str, Any]]
 
 
 class DirectorySource:
@@ -264,7 +273,7 @@ class DirectorySource:
         else:
             holders.add(path)
 
-    def _unhold(self, path: str, profiles: Mapping[str, dict[str, Any]]) -> None:
+    def _unhold(self, path: str, profiles: Mapping[str, Mapping[str, Any]]) -> None:
         for key in profiles:
             holders = self._holders.get(key)
             if holders is None:
@@ -307,7 +316,7 @@ class DirectorySource:
         return present
 
     @staticmethod
-    def _read(path: str) -> tuple[Mapping[str, dict[str, Any]], str | None]:
+    def _read(path: str) -> tuple[Mapping[str, Mapping[str, Any]], str | None]:
         problem = None
         try:
             loaded = load_profiles(path)
@@ -315,7 +324,7 @@ class DirectorySource:
             problem = str(exc).removeprefix(f"{path}: ")
         if problem is not None:
             return {}, problem
-        profiles: dict[str, dict[str, Any]] = {}
+        profiles: dict[str, Mapping[str, Any]] = {}
         for index, profile in enumerate(loaded):
             key = profile_key(profile)
             if key is None:
@@ -325,7 +334,7 @@ class DirectorySource:
             # A file's resourceVersion was copied, not written by an API server: it says nothing
             # about the content, so without it the engine tells versions apart by their content.
             profile["metadata"].pop("resourceVersion", None)
-            profiles[key] = shared(profile)
+            profiles[key] = held(profile)
         if len(profiles) == 1:
             ((key, profile),) = profiles.items()
             return _One(key, profile), None
@@ -363,7 +372,7 @@ class ProfileFeed:
     name or one that refers to itself."""
 
     def __init__(self, profiles: list[Mapping[str, Any]] | None = None) -> None:
-        self._profiles: dict[str, dict[str, Any]] = {}
+        self._profiles: dict[str, Mapping[str, Any]] = {}
         self._emit: Callable[[Change], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()  # puts from any thread; one order of changes
@@ -375,10 +384,14 @@ class ProfileFeed:
         key = profile_key(profile) if isinstance(profile, Mapping) else None
         if key is None:
             raise ProfileError("a ClusterProfile needs a metadata.name (and a string metadata.namespace, if any)")
-        try:
-            copied = _plain(profile)
-        except RecursionError:
-            raise ProfileError(f"ClusterProfile {key} is nested too deeply (or refers to itself)") from None
+        # Packed, the profile is the feed's own copy (a caller's later edit of the dict it
+        # passed is not a silent change); what JSON would not carry is copied as it is.
+        copied = packed(profile)
+        if type(copied) is not PackedProfile:
+            try:
+                copied = _plain(profile)
+            except RecursionError:
+                raise ProfileError(f"ClusterProfile {key} is nested too deeply (or refers to itself)") from None
         with self._lock:
             if self._profiles.get(key) != copied:
                 self._profiles[key] = copied

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .inventory import Change
+from .packed import PackedProfile
 
 __all__ = ["MEMBER_ID_LABEL", "MemberIndex", "Deduplicator", "member_of"]
 
@@ -56,6 +57,11 @@ class MemberIndex:
 
     def update(self, key: str, profile: Mapping[str, Any]) -> set[str]:
         touched = self.remove(key)
+        if type(profile) is PackedProfile:
+            # Most profiles of a fleet carry no member id: tell without decoding them.
+            if not profile.mentions(MEMBER_ID_LABEL):
+                return touched | {key}
+            profile = profile.unpack()
         member = member_of(profile)
         if member is None:
             return touched | {key}

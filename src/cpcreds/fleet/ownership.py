@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .inventory import Change
+from .packed import unpacked
 
 __all__ = ["Ownership"]
 
@@ -43,9 +44,9 @@ class Ownership:
         return key in self._held
 
     def profile(self, key: str) -> dict[str, Any] | None:
-        """The standing profile ``key`` (owned here or elsewhere), or None."""
+        """The standing profile ``key`` (owned here or elsewhere) as a new dict, or None."""
         held = self._held.get(key)
-        return held[0] if held is not None else None
+        return unpacked(held[0]) if held is not None else None
 
     def unowned(self) -> list[str]:
         """The standing profiles' keys this replica does not own."""

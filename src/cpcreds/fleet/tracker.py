@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError, NoMatchingProvider
@@ -18,6 +19,7 @@ from ..logs import get_logger, redact_text
 from .cluster import FleetCluster, Updated, holds_clients
 from .health import is_healthy
 from .members import Deduplicator
+from .packed import PackedProfile, packed, unpacked
 
 if TYPE_CHECKING:
     from .events import EventFanout
@@ -105,27 +107,30 @@ class Tracker:
     def rebind_all(self) -> None:
         """Resolve every cluster again through the keeper's (new) engine."""
         for cluster in list(self.clusters.values()):
-            self.upsert(cluster.key, cluster.profile, cluster.origin, rebind=True)
+            self.upsert(cluster.key, cluster.packed_profile, cluster.origin, rebind=True)
 
-    def upsert(self, key: str, profile: dict[str, Any], origin: str, *, rebind: bool = False) -> None:
+    def upsert(self, key: str, profile: Mapping[str, Any], origin: str, *, rebind: bool = False) -> None:
         """Take ``profile`` for ``key``: O(1) for the fleet (one resolve, one task at most).
         ``rebind``: resolve it again through the current engine even if nothing changed."""
+        profile = packed(profile)  # held packed; decoded once below
         cluster = self.clusters.get(key)
         if cluster is not None and not rebind:
-            if cluster.profile is profile or cluster.profile == profile:
-                cluster.profile, cluster.origin = profile, origin
+            if cluster.packed_profile is profile or cluster.packed_profile == profile:
+                cluster.packed_profile, cluster.origin = profile, origin
                 return
         if cluster is None:
             cluster = FleetCluster(key, profile, origin)
             with self._lock:
                 self.clusters[key] = cluster
             self.progress.track(key)
-        cluster.profile, cluster.origin = profile, origin
-        cluster.healthy = is_healthy(profile)
+        cluster.packed_profile, cluster.origin = profile, origin
+        plain = unpacked(profile)
+        cluster.healthy = is_healthy(plain)
         old = cluster.binding
         keeper, gate = self.keeper, self.gate
         try:
-            binding = keeper.engine.bind(profile, owned=self.owned_profiles)
+            # A profile decoded here is nobody else's: the engine may keep parts of it as they are.
+            binding = keeper.engine.bind(plain, owned=self.owned_profiles or type(profile) is PackedProfile)
         except CredentialError as exc:
             self._unusable(cluster, "unmatched" if isinstance(exc, NoMatchingProvider) else "invalid", str(exc))
             return
@@ -133,7 +138,7 @@ class Tracker:
             # Same endpoint and provider: same binding and clients; only the gate may change.
             if gate.decide(cluster) == "stay":
                 self.events.emit(cluster, Updated(cluster, False))
-            self.hooks.plan(key, old.plan, profile)
+            self.hooks.plan(key, old.plan, plain)
             self.hooks.changed(cluster)
             return
         cluster.replacing = cluster.engaged
@@ -141,7 +146,7 @@ class Tracker:
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster.answered_plan = cluster.held_credential = None
         cluster.credentialed = False
         cluster.next_probe_at = 0.0
-        self.hooks.plan(key, binding.plan, profile)
+        self.hooks.plan(key, binding.plan, plain)
         self.hooks.changed(cluster)
         keeper.keep(cluster, binding)
 

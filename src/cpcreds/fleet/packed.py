@@ -1,0 +1,116 @@
+"""ClusterProfiles held packed: as their JSON text, decoded where they are read.
+
+A fleet holds every profile of its inventory for as long as it stands (to see a change, to write
+a kubeconfig, to answer the status page), yet reads one only when it changes or is asked for.
+Parsed, a small profile is seven dicts and a list (~1.7 KB); as compact JSON it is one string
+(~0.35 KB): at 100,000 profiles that is 130 MB less. So the folder and hub sources, the KEP-4322
+index and every :class:`~cpcreds.FleetCluster` hold a :class:`PackedProfile`, and code that
+reads many fields calls :func:`unpacked` once.
+
+Only data JSON can carry round-trip is packed: a YAML file may hold a timestamp, binary data or a
+mapping with non-string keys, and such a profile is held as parsed (:func:`packed` returns it as
+it is), so what a reader gets back is always what the source read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["PackedProfile", "packed", "unpacked"]
+
+_ENCODE = json.JSONEncoder(ensure_ascii=True, check_circular=False, allow_nan=True, separators=(",", ":")).encode
+_DECODE = json.JSONDecoder().decode
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+class PackedProfile(Mapping[str, Any]):
+    """A ClusterProfile as its compact JSON text (``text``), read as a read-only mapping.
+
+    Every read decodes the text: call :meth:`unpack` once (a new dict each time, the caller's to
+    change) rather than reading field after field. Two packed profiles are equal when their
+    texts are (or, when only the order of keys differs, their decoded dicts are); a packed
+    profile equals a dict with the same content."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def unpack(self) -> dict[str, Any]:
+        """The profile as a new dict (the caller may keep or change it)."""
+        return _DECODE(self.text)  # type: ignore[no-any-return]
+
+    def mentions(self, text: str) -> bool:
+        """Whether ``text`` (ASCII, no character JSON escapes) occurs in the packed text: False
+        means no key or string value of the profile contains it. A cheap test before decoding."""
+        return text in self.text
+
+    def __getitem__(self, key: str) -> Any:
+        return self.unpack()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.unpack().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.unpack()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.unpack())
+
+    def __len__(self) -> int:
+        return len(self.unpack())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedProfile):
+            return self.text == other.text or self.unpack() == other.unpack()
+        if isinstance(other, Mapping):
+            return self.unpack() == (other if isinstance(other, dict) else dict(other.items()))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping: equal to dicts, which do not hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedProfile, (self.text,))
+
+    def __repr__(self) -> str:
+        return f"PackedProfile({self.unpack()!r})"
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made only of what JSON carries unchanged: dicts with string keys,
+    lists, strings, numbers, booleans and None (not tuples, dates, bytes, subclasses)."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _plain_json(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plain_json(item):
+                return False
+        return True
+    return kind in _SCALARS
+
+
+def packed(profile: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``profile`` packed (a :class:`PackedProfile`), or ``profile`` itself when it is already
+    packed or holds something JSON would not give back as it is (see the module's docstring)."""
+    if type(profile) is PackedProfile:
+        return profile
+    try:
+        if not _plain_json(profile):
+            return profile
+        return PackedProfile(_ENCODE(profile))
+    except (RecursionError, ValueError):  # nested deeper than the interpreter walks, or an int
+        return profile  # too long for int->str: held as it is
+
+
+def unpacked(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """A packed profile decoded into a new dict; any other profile as it is (a dict) or copied
+    into a dict (another mapping, at its top level)."""
+    if type(profile) is PackedProfile:
+        return profile.unpack()
+    return profile if isinstance(profile, dict) else dict(profile.items())
