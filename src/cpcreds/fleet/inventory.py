@@ -70,10 +70,10 @@ def shared(value: Any, field: str = "") -> Any:
 
 
 def held(profile: dict[str, Any]) -> Mapping[str, Any]:
-    """How a source holds a profile it parsed: packed (:mod:`cpcreds.fleet.packed`, ~0.35 KB
-    where the parsed dicts take ~1.7), else (what JSON would not carry unchanged) parsed, with
-    its keys and repeated values shared (:func:`shared`)."""
-    kept = packed(profile)
+    """How a source holds a profile it parsed with cpcreds' loaders or ``json.loads`` (plain JSON
+    data): packed (:mod:`cpcreds.fleet.packed`, ~0.1 KB where the parsed dicts take ~1.7), else
+    (a profile too deep to encode) parsed, with its keys and repeated values shared (:func:`shared`)."""
+    kept = packed(profile, plain=True)
     return kept if type(kept) is PackedProfile else shared(profile)
 
 
