@@ -44,6 +44,21 @@ def test_directory_source_reports_added_changed_and_removed_files(tmp_path: Path
     assert set(second.upserts) == {"fleet-system/a"} and second.deletes == {"fleet-system/b"}
 
 
+def test_a_quick_scan_reads_files_added_or_renamed_into_place_and_leaves_in_place_edits_to_a_full_one(tmp_path: Path) -> None:
+    write_profiles(tmp_path, {"a.yaml": mint_profile("a"), "b.yaml": mint_profile("b")})
+    source = DirectorySource(tmp_path)
+    source.scan()
+    write_profiles(tmp_path, {"c.yaml": mint_profile("c")})  # added
+    (tmp_path / "new-a.yaml").write_text(yaml.safe_dump(mint_profile("a", extra="renamed")))
+    os.replace(tmp_path / "new-a.yaml", tmp_path / "a.yaml")  # saved as editors do: another inode
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(mint_profile("b", extra="in place")))
+    os.utime(tmp_path / "b.yaml", ns=(1, time.time_ns() + 10**9))
+    quick = source.scan(full=False)
+    assert set(quick.upserts) == {"fleet-system/a", "fleet-system/c"}
+    assert quick.upserts["fleet-system/a"][0]["status"]["accessProviders"][0]["cluster"]["extensions"][0]["extension"]["extra"] == "renamed"
+    assert set(source.scan().upserts) == {"fleet-system/b"}  # the full scan stats every file
+
+
 def test_directory_source_keeps_a_broken_files_profiles_and_reports_it(tmp_path: Path) -> None:
     write_profiles(tmp_path, {"a.yaml": mint_profile("a")})
     source = DirectorySource(tmp_path)
