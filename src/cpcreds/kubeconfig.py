@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .access import AccessPlan, cluster_to_wire
-from .api import API_VERSION_V1
+from .kep import API_VERSION_V1
 from .profiles import profile_ref
 
 __all__ = ["KubeconfigContext", "build_kubeconfig", "context_name"]

@@ -32,7 +32,7 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ProviderConfig, load_config
 from ..engine import CredentialEngine
@@ -42,7 +42,6 @@ from .cluster import FleetCluster, FleetEvent
 from .events import Callback, EventFanout
 from .gate import Gate, OnUnhealthy
 from .hooks import FleetHooks
-from .hub import HubOptions, HubSource
 from .inventory import DirectorySource, FolderSource, ProfileFeed
 from .keeper import Keeper
 from .ownership import Ownership
@@ -50,6 +49,9 @@ from .progress import SyncProgress
 from .runtime import FleetRuntime
 from .sharding import ShardLink
 from .tracker import Tracker
+
+if TYPE_CHECKING:
+    from .hub import HubOptions
 
 __all__ = ["Fleet"]
 
@@ -115,10 +117,11 @@ class Fleet:
         self._lock = threading.RLock()  # clusters, subscribers, problems: written by the fleet loop
         self._events = EventFanout(self._lock, {"engage": on_engage, "update": on_update, "disengage": on_disengage})
         self._gate = Gate(require_healthy, on_unhealthy, self._events)
-        if isinstance(hub, (str, os.PathLike)):
-            hub = HubOptions(kubeconfig=hub)
         if hub is not None:
-            source = HubSource(hub)
+            # Imported only for a hub: a folder or a feed never loads the hub's client code.
+            from .hub import HubOptions, HubSource
+
+            source = HubSource(HubOptions(kubeconfig=hub) if isinstance(hub, (str, os.PathLike)) else hub)
         elif folder is not None:
             source = FolderSource(DirectorySource(folder), scan_interval)
         elif feed is not None:
@@ -162,7 +165,7 @@ class Fleet:
         )
         # cpcreds' own sources parse (or copy) every profile and never change one once sent:
         # the engine may keep them as they are. A program's source may not promise that.
-        owned_profiles = isinstance(source, (HubSource, FolderSource, ProfileFeed))
+        owned_profiles = getattr(source, "sends_own_profiles", False) is True
         self._tracker = Tracker(
             self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=dedupe, ownership=self.ownership, owned_profiles=owned_profiles
         )

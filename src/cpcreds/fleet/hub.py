@@ -100,6 +100,9 @@ class HubOptions:
 class HubSource:
     """Reports the hub's ClusterProfiles as :class:`~cpcreds.fleet.inventory.Change` objects."""
 
+    #: Every profile sent is parsed from the hub's answer and never changed afterwards.
+    sends_own_profiles = True
+
     def __init__(self, options: HubOptions, *, watch_seconds: int = _WATCH_SECONDS) -> None:
         self.options = options
         self.watch_seconds = watch_seconds

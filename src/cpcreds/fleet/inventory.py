@@ -7,7 +7,8 @@ Every source has one method the fleet drives, ``async run(emit, listed)``: it ca
 ``emit(change)`` for every :class:`Change` and ``listed()`` once its first full listing is out,
 and runs until cancelled. :class:`FolderSource` (a folder of files, rescanned: a
 :class:`DirectorySource`), :class:`ProfileFeed` (profiles a program hands over) and
-:class:`~cpcreds.fleet.hub.HubSource` (the hub's watch) are the three.
+:class:`~cpcreds.fleet.hub.HubSource` (the hub's watch) are the three. A source whose class says
+``sends_own_profiles = True`` promises never to change a profile it sent (the three do).
 """
 
 from __future__ import annotations
@@ -371,6 +372,9 @@ class FolderSource:
     """A folder of ClusterProfile files as a fleet's source: rescanned every ``scan_interval``
     seconds; ``on_scan(problem)`` hears after each scan whether the folder could be listed."""
 
+    #: It never changes a profile once sent, so the fleet's engine may keep parts of it as they are.
+    sends_own_profiles = True
+
     def __init__(self, directory: DirectorySource, scan_interval: float, on_scan: Callable[[str | None], None] | None = None) -> None:
         self.directory, self.scan_interval, self.on_scan = directory, scan_interval, on_scan
 
@@ -385,6 +389,9 @@ class ProfileFeed:
     A profile is keyed by ``namespace/name`` like any other; :meth:`put` of an equal profile is
     no change. :meth:`put` raises :class:`~cpcreds.ProfileError` for a profile without a usable
     name or one that refers to itself."""
+
+    #: Its profiles are its own copies, never changed once sent (see :class:`FolderSource`).
+    sends_own_profiles = True
 
     def __init__(self, profiles: list[Mapping[str, Any]] | None = None) -> None:
         self._profiles: dict[str, Mapping[str, Any]] = {}
