@@ -106,18 +106,21 @@ for line in Path("/proc/self/status").read_text().splitlines():
 
 
 def child_env(site: Path, workdir: Path) -> dict[str, str]:
-    """The environment of serve and the floors: the mint provider installed, and byte code kept
-    in a private ``PYTHONPYCACHEPREFIX`` (compiled by :func:`compile_once`) as an installed wheel
-    has it; ``PYTHONDONTWRITEBYTECODE``, set on some machines, would otherwise make every start
-    compile cpcreds' modules again (serve imports more of them than the floor)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=str(site), CPCREDS_PLUGINS="mint", PYTHONPYCACHEPREFIX=str(workdir / "pycache"))
+    """The environment of serve and the floors: the mint provider installed, and byte code used
+    and written as an installed wheel has it (pip compiles what it installs). Without
+    ``PYTHONDONTWRITEBYTECODE``, set on some machines, which would make every start compile
+    cpcreds' modules again (serve imports more of them than the floor); :func:`compile_once`
+    writes it before the timed runs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(site), CPCREDS_PLUGINS="mint")
     return env
 
 
 def compile_once(site: Path, workdir: Path) -> None:
-    """Import what serve and the floor import, once, untimed: their byte code is then cached."""
-    subprocess.run([sys.executable, "-c", "import cpcreds.cli, cpcreds.serve.service, cpcreds.fleet.core, cpcreds_mint"], env=child_env(site, workdir), check=True)
+    """Import what serve (with either source) and the floors import, once, untimed: the byte
+    code of cpcreds and of the mint provider is written then."""
+    imports = "import cpcreds.cli, cpcreds.serve.service, cpcreds.fleet.core, cpcreds.fleet.hub, cpcreds_mint"
+    subprocess.run([sys.executable, "-c", imports], env=child_env(site, workdir), check=True)
 
 
 def write_config(workdir: Path) -> Path:
