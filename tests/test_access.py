@@ -194,6 +194,17 @@ def test_in_process_provider_plan_carries_type_and_options() -> None:
     }
 
 
+def test_in_process_plans_of_one_entry_share_the_key_tail_yet_have_the_keys_a_plan_built_anew_has() -> None:
+    config = config_of({"name": "tokens", "type": "file", "options": {"tokenFile": "/var/run/t", "n": [1, 2]}, "timeout": "7s"})
+    plans = [resolve(config, cluster_profile(name, access_provider("tokens", f"https://{name}.test:6443"))) for name in "abc"]
+    for plan in plans:
+        built = AccessPlan(provider=plan.provider, kind=plan.kind, cluster=plan.cluster, options=dict(plan.options), timeout=plan.timeout)
+        assert plan.key == built.key and plan == built
+    assert len({plan.key for plan in plans}) == 3
+    other = config_of({"name": "tokens", "type": "file", "options": {"tokenFile": "/var/run/other", "n": [1, 2]}, "timeout": "7s"})
+    assert resolve(other, cluster_profile("a", access_provider("tokens", "https://a.test:6443"))).key != plans[0].key
+
+
 @pytest.mark.parametrize(
     ("profile", "message"),
     [

@@ -469,13 +469,8 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, own
     # The values were checked as the profile was read (by the models or the direct reading).
     cluster = exec_cluster_of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)
     if entry.exec_config is None:
-        return AccessPlan(
-            provider=entry.name,
-            kind=entry.kind,
-            cluster=cluster,
-            options=_configured_options(entry),
-            timeout=entry.timeout,
-        )
+        # Everything but the cluster is the entry's: its key tail is encoded once per entry.
+        return plan_of_resolved(entry.name, entry.kind, cluster, None, _configured_options(entry), entry.timeout, tail_owner=entry)
     spec = _configured_spec(entry)
     args, env, changed = spec.args, spec.env, False
     if entry.profile_sourced_cli_args_policy == "Append" and ADDITIONAL_ARGS_EXTENSION in extensions:

@@ -224,13 +224,29 @@ class AccessPlan:
         return out
 
 
-def _plan_key(plan: AccessPlan) -> str:
+def _plan_key(plan: AccessPlan, tail_owner: object | None = None) -> str:
     """The JSON of {cluster, exec, kind, options, provider, timeout} with sorted keys (the
     cluster only where the provider sees it); all but the cluster is the same for every plan of
     a config entry, so it is encoded once (see :func:`_key_tail`)."""
     sees_cluster = plan.exec is None or plan.exec.provide_cluster_info
     cluster = cluster_json(plan.cluster, KEY_ENCODER) if sees_cluster else "null"
-    return '{"cluster":' + cluster + "," + _key_tail(plan)
+    return '{"cluster":' + cluster + "," + (_key_tail(plan) if tail_owner is None else _owned_tail(plan, tail_owner))
+
+
+#: id(owner) -> (owner, key tail): see plan_of_resolved's ``tail_owner``. Holding the owner keeps
+#: its id from being reused while the entry exists.
+_OWNED_TAILS: dict[int, tuple[object, str]] = {}
+
+
+def _owned_tail(plan: AccessPlan, owner: object) -> str:
+    cached = _OWNED_TAILS.get(id(owner))
+    if cached is not None and cached[0] is owner:
+        return cached[1]
+    tail = _key_tail(plan)
+    if len(_OWNED_TAILS) >= _MAX_KEY_TAILS:
+        _OWNED_TAILS.clear()
+    _OWNED_TAILS[id(owner)] = (owner, tail)
+    return tail
 
 
 #: (id(exec), provider, kind, timeout) -> (exec, key tail). Holding the ExecSpec keeps its id
@@ -264,11 +280,22 @@ def _key_tail(plan: AccessPlan) -> str:
 
 
 def plan_of_resolved(
-    provider: str, kind: str, cluster: ExecCluster, exec: ExecSpec | None, options: Mapping[str, Any], timeout: float
+    provider: str,
+    kind: str,
+    cluster: ExecCluster,
+    exec: ExecSpec | None,
+    options: Mapping[str, Any],
+    timeout: float,
+    *,
+    tail_owner: object | None = None,
 ) -> AccessPlan:
     """``AccessPlan(...)`` with every field given, filled in one step rather than field by
     field through the frozen dataclass's ``__init__``: resolve builds one for every new
-    profile, right after a plugin ran, when every step costs several times its usual."""
+    profile, right after a plugin ran, when every step costs several times its usual.
+    ``tail_owner``: an object (a config entry) that stands for everything but the cluster
+    (``exec``, ``kind``, ``options``, ``provider``, ``timeout``: the caller promises every plan it
+    builds with that owner has the same), so the key's part after the cluster is encoded once
+    per owner, options or not."""
     plan = object.__new__(AccessPlan)
     _set(plan, "provider", provider)
     _set(plan, "kind", kind)
@@ -276,5 +303,5 @@ def plan_of_resolved(
     _set(plan, "exec", exec)
     _set(plan, "options", options)
     _set(plan, "timeout", timeout)
-    _set(plan, "key", _plan_key(plan))
+    _set(plan, "key", _plan_key(plan, tail_owner))
     return plan
