@@ -49,8 +49,9 @@ class FleetCluster:
     """
 
     # Slotted: one per cluster, 100,000 in a large fleet. ``packed_profile`` and the last six
-    # slots are the fleet's bookkeeping, written by its tracker, keeper, gate and scheduler (so not private to this
-    # module); a program may read them and must not change them, as for every attribute here.
+    # slots are the fleet's bookkeeping, written by its tracker, keeper, gate and scheduler (so
+    # not private to this module); a program may read them and must not change them, as for
+    # every attribute here.
     __slots__ = (
         "key", "packed_profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
