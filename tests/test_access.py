@@ -651,6 +651,21 @@ def test_compact_json_writes_what_the_encoder_writes(mapping: dict) -> None:
         assert access.compact_json(mapping, encoder) == encoder.encode(mapping)
 
 
+@given(
+    server=st.one_of(st.text(max_size=8), st.sampled_from(["https://c1.test:6443", "é", "\ud800"])),
+    config=st.one_of(st.none(), _json_values, st.dictionaries(st.text(max_size=4), st.one_of(st.text(max_size=4), st.sampled_from(["é", "\ud800", '"\\'])), max_size=3)),
+    tls_server_name=st.sampled_from(["", "spoke.internal"]),
+    ca=st.sampled_from([b"", b"\x00ca"]),
+)
+def test_a_clusters_json_is_what_the_encoder_writes_of_its_wire_form(server: str, config: Any, tls_server_name: str, ca: bytes) -> None:
+    from cpcreds.kep import exec_cluster_of_validated
+    from cpcreds.plan import cluster_json
+
+    cluster = exec_cluster_of_validated(server, tls_server_name, False, ca, "", False, config)
+    for encoder in (json.JSONEncoder(separators=(",", ":")), KEY_ENCODER):
+        assert cluster_json(cluster, encoder) == encoder.encode(cluster_to_wire(cluster))
+
+
 @settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=_profiles, config=st.sampled_from(_configs), interactive=st.booleans())
 def test_exec_info_is_the_request_as_json_dumps_writes_it(profile: dict, config: Any, interactive: bool) -> None:

@@ -167,7 +167,8 @@ def json_value(value: Any, encoder: json.JSONEncoder) -> str:
 
 def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
     """``compact_json(cluster_to_wire(cluster), encoder)``: for the usual cluster, a server URL
-    and nothing else, written without building the mapping."""
+    and perhaps the exec extension's config, written without building the mapping (a config of
+    strings, such as KEP-5339's ``clusterName``, without starting the JSON encoder either)."""
     server = cluster.server
     if (
         type(server) is str
@@ -176,9 +177,17 @@ def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
         and not cluster.certificate_authority_data
         and not cluster.proxy_url
         and not cluster.disable_compression
-        and cluster.config is None
     ):
-        return '{"server":' + encode_basestring_ascii(server) + "}"
+        config = cluster.config
+        if config is None:
+            return '{"server":' + encode_basestring_ascii(server) + "}"
+        if type(config) is dict and all(type(name) is str and type(value) is str for name, value in config.items()):
+            written = compact_json(config, encoder)
+        else:
+            written = json_value(config, encoder)
+        if encoder.sort_keys:  # "config" sorts before "server"
+            return '{"config":' + written + ',"server":' + encode_basestring_ascii(server) + "}"
+        return '{"server":' + encode_basestring_ascii(server) + ',"config":' + written + "}"
     return compact_json(cluster_to_wire(cluster), encoder)
 
 
