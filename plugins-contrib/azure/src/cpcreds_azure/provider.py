@@ -136,7 +136,9 @@ class AzureProvider:
 
     @staticmethod
     def _deadline(timeout: float) -> Deadline:
-        return Deadline(timeout, margin=min(0.5, 0.1 * timeout))
+        # A quarter of the timeout (at most 0.5 s) for azure-identity to raise and the error,
+        # which names the endpoint, to reach the engine before its own timeout, even when loaded.
+        return Deadline(timeout, margin=min(0.5, 0.25 * timeout))
 
     def _fetch(self, scope: str, timeout: float, provider: str, deadline: Deadline | None = None) -> _Held:
         deadline = deadline or self._deadline(timeout)

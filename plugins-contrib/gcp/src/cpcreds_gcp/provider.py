@@ -87,7 +87,9 @@ class GcpProvider:
         self._pools = Pools()
 
     def get_credential(self, plan: AccessPlan) -> Credential:
-        deadline = Deadline(plan.timeout, margin=min(0.5, 0.1 * plan.timeout))
+        # A quarter of the timeout (at most 0.5 s) for the error, which names the endpoint, to
+        # reach the engine before its own timeout, even on a loaded machine.
+        deadline = Deadline(plan.timeout, margin=min(0.5, 0.25 * plan.timeout))
         if not self._lock.acquire(timeout=max(0.0, plan.timeout)):
             raise ProviderError(f"gcp: another token refresh did not finish within the {plan.timeout:g}s timeout", provider=plan.provider)
         try:
@@ -105,7 +107,7 @@ class GcpProvider:
         window, else a new one. ``request.service_account_token`` is not used (the provider's own
         identity pulls)."""
         plan = AccessPlan(provider=self.kind, kind=self.kind, cluster=_NO_CLUSTER, timeout=timeout)
-        deadline = Deadline(timeout, margin=min(0.5, 0.1 * timeout))
+        deadline = Deadline(timeout, margin=min(0.5, 0.25 * timeout))
         if not self._lock.acquire(timeout=max(0.0, timeout)):
             raise ProviderError(f"gcp: another token refresh did not finish within the {timeout:g}s timeout", provider=self.kind)
         try:
