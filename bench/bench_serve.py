@@ -105,7 +105,7 @@ for line in Path("/proc/self/status").read_text().splitlines():
 """
 
 
-def child_env(site: Path, workdir: Path) -> dict[str, str]:
+def child_env(site: Path) -> dict[str, str]:
     """The environment of serve and the floors: the mint provider installed, and byte code used
     and written as an installed wheel has it (pip compiles what it installs). Without
     ``PYTHONDONTWRITEBYTECODE``, set on some machines, which would make every start compile
@@ -116,11 +116,11 @@ def child_env(site: Path, workdir: Path) -> dict[str, str]:
     return env
 
 
-def compile_once(site: Path, workdir: Path) -> None:
+def compile_once(site: Path) -> None:
     """Import what serve (with either source) and the floors import, once, untimed: the byte
     code of cpcreds and of the mint provider is written then."""
     imports = "import cpcreds.cli, cpcreds.serve.service, cpcreds.fleet.core, cpcreds.fleet.hub, cpcreds_mint"
-    subprocess.run([sys.executable, "-c", imports], env=child_env(site, workdir), check=True)
+    subprocess.run([sys.executable, "-c", imports], env=child_env(site), check=True)
 
 
 def write_config(workdir: Path) -> Path:
@@ -140,7 +140,7 @@ def floor(size: int, workdir: Path, site: Path, *, hold: bool = False) -> dict[s
     ``hold``: the floor's engine keeps every profile's plan and credential cached (serve does)."""
     profiles = workdir / f"floor-{size}"
     write_profiles(profiles, size)
-    env = child_env(site, workdir)
+    env = child_env(site)
     try:
         started = time.monotonic()
         out = subprocess.run([sys.executable, "-c", FLOOR, str(write_config(workdir)), str(profiles), "hold" if hold else "default"], env=env, check=True, capture_output=True, text=True)
@@ -184,7 +184,7 @@ def run(size: int, workdir: Path, site: Path, source: str, hub: object | None) -
         for index in range(size):
             hub.put(profile(index))  # type: ignore[attr-defined]
         args += ["--hub-kubeconfig", str(hub.write_kubeconfig(workdir / "hub.kubeconfig", "bench"))]  # type: ignore[attr-defined]
-    env = child_env(site, workdir)
+    env = child_env(site)
     process, url, ready = start_serve(args, env)
     try:
         rss = rss_mb(process.pid)
@@ -225,7 +225,7 @@ def main() -> None:
     options = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="cpcreds-bench-serve-"))
     site = mint.install(workdir / "site")
-    compile_once(site, workdir)
+    compile_once(site)
     print(f"source={options.source}")
     print(f"{'profiles':>9} {'ready (s)':>10} {'floor (s)':>10} {'ratio':>6} {'RSS (MB)':>9} {'floor MB':>9} {'ratio':>6} {'holding MB':>11} {'ratio':>6} {'idle CPU':>9} {'added (s)':>10} {'api ms':>11} {'page ms':>11}  load")
     for size in (int(s) for s in options.sizes.split(",")):

@@ -157,11 +157,14 @@ def compact_json(mapping: Mapping[str, Any], encoder: json.JSONEncoder) -> str:
 
 
 def json_value(value: Any, encoder: json.JSONEncoder) -> str:
-    """``encoder.encode(value)``; a string, a boolean or None written here (see compact_json)."""
+    """``encoder.encode(value)``; a string, a boolean, None or a dict of strings (an exec
+    extension's ``clusterName``, say) written here (see compact_json)."""
     if type(value) is str:
         return encode_basestring_ascii(value)
     if value is True or value is False or value is None:
         return "true" if value else "false" if value is False else "null"
+    if type(value) is dict and all(type(name) is str and type(item) is str for name, item in value.items()):
+        return compact_json(value, encoder)
     return encoder.encode(value)
 
 
@@ -181,10 +184,7 @@ def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
         config = cluster.config
         if config is None:
             return '{"server":' + encode_basestring_ascii(server) + "}"
-        if type(config) is dict and all(type(name) is str and type(value) is str for name, value in config.items()):
-            written = compact_json(config, encoder)
-        else:
-            written = json_value(config, encoder)
+        written = json_value(config, encoder)
         if encoder.sort_keys:  # "config" sorts before "server"
             return '{"config":' + written + ',"server":' + encode_basestring_ascii(server) + "}"
         return '{"server":' + encode_basestring_ascii(server) + ',"config":' + written + "}"
@@ -239,39 +239,31 @@ def _plan_key(plan: AccessPlan, tail_owner: object | None = None) -> str:
     a config entry, so it is encoded once (see :func:`_key_tail`)."""
     sees_cluster = plan.exec is None or plan.exec.provide_cluster_info
     cluster = cluster_json(plan.cluster, KEY_ENCODER) if sees_cluster else "null"
-    return '{"cluster":' + cluster + "," + (_key_tail(plan) if tail_owner is None else _owned_tail(plan, tail_owner))
+    return '{"cluster":' + cluster + "," + _key_tail(plan, tail_owner)
 
 
-#: id(owner) -> (owner, key tail): see plan_of_resolved's ``tail_owner``. Holding the owner keeps
-#: its id from being reused while the entry exists.
-_OWNED_TAILS: dict[int, tuple[object, str]] = {}
-
-
-def _owned_tail(plan: AccessPlan, owner: object) -> str:
-    cached = _OWNED_TAILS.get(id(owner))
-    if cached is not None and cached[0] is owner:
-        return cached[1]
-    tail = _key_tail(plan)
-    if len(_OWNED_TAILS) >= _MAX_KEY_TAILS:
-        _OWNED_TAILS.clear()
-    _OWNED_TAILS[id(owner)] = (owner, tail)
-    return tail
-
-
-#: (id(exec), provider, kind, timeout) -> (exec, key tail). Holding the ExecSpec keeps its id
-#: from being reused while the entry exists.
-_KEY_TAILS: dict[tuple[int, str, str, float], tuple[ExecSpec | None, str]] = {}
+#: What a key tail stands for -> (the object whose id is in that, key tail): (id(owner),) for
+#: plan_of_resolved's ``tail_owner``, else (id(exec), provider, kind, timeout). Holding the object
+#: keeps its id from being reused while the entry exists.
+_KEY_TAILS: dict[tuple[Any, ...], tuple[object, str]] = {}
 _MAX_KEY_TAILS = 1024
 
 
-def _key_tail(plan: AccessPlan) -> str:
-    """Everything of ``plan.key`` after the cluster: ``"exec":...,"timeout":...}``."""
+def _key_tail(plan: AccessPlan, owner: object | None = None) -> str:
+    """Everything of ``plan.key`` after the cluster: ``"exec":...,"timeout":...}``. Remembered
+    per ``owner`` when one is given, else per exec spec for plans without options."""
     spec = plan.exec
-    cacheable = not plan.options and type(plan.provider) is str and type(plan.kind) is str and type(plan.timeout) is float
-    if cacheable:
-        cache_key = (id(spec), plan.provider, plan.kind, plan.timeout)
+    held: object | None = None
+    if owner is not None:
+        cache_key: tuple[Any, ...] | None = (id(owner),)
+        held = owner
+    elif not plan.options and type(plan.provider) is str and type(plan.kind) is str and type(plan.timeout) is float:
+        cache_key, held = (id(spec), plan.provider, plan.kind, plan.timeout), spec
+    else:
+        cache_key = None
+    if cache_key is not None:
         cached = _KEY_TAILS.get(cache_key)
-        if cached is not None and cached[0] is spec:
+        if cached is not None and cached[0] is held:
             return cached[1]
     identity = {
         "exec": None if spec is None else {**spec.to_dict(show_values=True), "installHint": spec.install_hint},
@@ -281,10 +273,10 @@ def _key_tail(plan: AccessPlan) -> str:
         "timeout": plan.timeout,
     }
     tail = KEY_ENCODER.encode(identity)[1:]
-    if cacheable:
+    if cache_key is not None:
         if len(_KEY_TAILS) >= _MAX_KEY_TAILS:  # plans whose profiles add args or env each have a spec
             _KEY_TAILS.clear()
-        _KEY_TAILS[cache_key] = (spec, tail)
+        _KEY_TAILS[cache_key] = (held, tail)
     return tail
 
 

@@ -87,6 +87,11 @@ def _signature(info: os.stat_result) -> int:
 _MTIME_BITS = (1 << 96) - 1
 
 
+def _inode(signature: int) -> int:
+    """The inode a :func:`_signature` was taken of."""
+    return signature >> 160
+
+
 def folder_problem(exc: OSError) -> str:
     """What an ``OSError`` from listing the profiles folder means, for an operator."""
     if isinstance(exc, FileNotFoundError):
@@ -309,7 +314,7 @@ class DirectorySource:
                     if not full:
                         known = files.get(entry.path)
                         # The directory entry names the inode without a stat (Linux's d_ino).
-                        if known is not None and known.signature >> 160 == entry.inode():
+                        if known is not None and _inode(known.signature) == entry.inode():
                             present[entry.path] = known.signature
                             continue
                     try:
