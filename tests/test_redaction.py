@@ -331,3 +331,111 @@ def test_a_password_echoed_on_a_stderr_line_never_survives(template: Template, s
     line = f"{before} {template(secret)} {after}".strip()
     assume(secret not in f"{before} {template('X' * len(secret))} {after}")
     assert secret not in redact_text(line, strict=True)
+
+
+# -- showing a URL (serve's API and page, errors, logs): one rule, cpcreds._show.shown_url ----------
+
+from cpcreds._show import shown_url  # noqa: E402
+
+# Everything around a secret is lower case; a secret always holds an upper-case letter, so an
+# upper-case letter in the shown form is a piece of a secret that leaked.
+_host = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?(\.[a-z0-9]{1,8}){0,2}", fullmatch=True) | st.sampled_from(["127.0.0.1", "[::1]", "[fd00::1]"])
+_port = st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}"))
+_path = st.lists(st.text(alphabet=string.ascii_lowercase + string.digits + "-._~!$'()*+,;=:@%", max_size=8), max_size=3).map(lambda parts: "".join("/" + p for p in parts))
+_plain_value = st.text(alphabet=string.ascii_lowercase + string.digits + "-._~!$'()*+,;:/?%", max_size=10)
+_plain_key = st.sampled_from(["timeout", "watch", "limit", "region", "token_file", "tokentype", "expires_in", "keyring_path", "x", "a.b"])
+_secret_key = st.sampled_from(["access_token", "token", "sig", "X-Amz-Signature", "X-Amz-Credential", "client_secret", "password", "api_key", "apikey", "auth", "id-token", "access%5ftoken"])
+# RFC 3986 lets a userinfo or a query value hold these unescaped; people also paste "?", "#" and
+# "/" into a password (and "@" percent-encoded).
+_secret = st.builds(
+    lambda head, tail: head + tail,
+    st.text(alphabet=string.ascii_uppercase, min_size=1, max_size=4),
+    st.text(alphabet=string.ascii_letters + string.digits + "-._~!$'()+,;=%:", max_size=16),
+)
+_password = st.builds(lambda secret, pasted: secret + pasted, _secret, st.sampled_from(["", "?", "#", "?x#y", "%40"]))
+
+
+def _query(pairs: list[tuple[str, str]]) -> str:
+    return "?" + "&".join(f"{k}={v}" for k, v in pairs) if pairs else ""
+
+
+def _url(scheme: str, userinfo: str, host: str, port: str, path: str, query: str, fragment: str) -> str:
+    return f"{scheme}://{userinfo + '@' if userinfo else ''}{host}{port}{path}{query}{fragment}"
+
+
+_schemes = st.sampled_from(["https", "http", "socks5", "git+ssh"])
+
+
+@settings(max_examples=400)
+@given(
+    scheme=_schemes,
+    user=st.one_of(st.just(""), _secret, st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=6)),
+    password=st.one_of(st.none(), _password),
+    host=_host,
+    port=_port,
+    path=_path,
+    plain=st.lists(st.tuples(_plain_key, _plain_value.filter(lambda v: "#" not in v and "&" not in v)), max_size=3),
+    secrets=st.lists(st.tuples(_secret_key, _secret), max_size=3),
+    fragment=st.one_of(st.just(""), st.just("#section"), _secret.map(lambda s: f"#access_token={s}")),
+    order=st.randoms(use_true_random=False),
+)
+def test_a_shown_url_holds_no_secret_of_its_userinfo_or_query(
+    scheme: str, user: str, password: str | None, host: str, port: str, path: str, plain: list[tuple[str, str]], secrets: list[tuple[str, str]], fragment: str, order: Any
+) -> None:
+    userinfo = user if password is None else f"{user}:{password}"
+    if not path and any("@" in v for _, v in plain):
+        path = "/"  # "host?q=a@b" without a path reads as a userinfo, and is shown as one
+    pairs = plain + secrets
+    order.shuffle(pairs)
+    url = _url(scheme, userinfo, host, port, path, _query(pairs), fragment)
+    shown = shown_url(url)
+    assert not any(c in string.ascii_uppercase for c in shown.replace("X-Amz-Signature", "").replace("X-Amz-Credential", "")), (url, shown)
+    assert shown.startswith(f"{scheme}://")
+    assert host + port in shown
+    if userinfo:
+        assert f"://***@{host}" in shown
+    for key, value in plain:
+        assert f"{key}={value}" in shown  # what is not secret stays readable
+    for key, _ in secrets:
+        assert f"{key}=***" in shown
+
+
+@settings(max_examples=300)
+@given(
+    scheme=_schemes,
+    host=_host,
+    port=_port,
+    path=_path,
+    plain=st.lists(st.tuples(_plain_key, _plain_value.filter(lambda v: "#" not in v and "&" not in v and "@" not in v)), max_size=4),
+    fragment=st.sampled_from(["", "#", "#section", "#a=b"]),
+)
+def test_a_url_with_nothing_secret_is_shown_unchanged(scheme: str, host: str, port: str, path: str, plain: list[tuple[str, str]], fragment: str) -> None:
+    url = _url(scheme, "", host, port, path, _query(plain), fragment)
+    assert shown_url(url) == url
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://admin:hunter2@k8s.example:6443/", "https://***@k8s.example:6443/"),
+        ("https://TOKEN@github.com/org/repo.git", "https://***@github.com/org/repo.git"),
+        ("https://k8s.example?access_token=abc&watch=1", "https://k8s.example?access_token=***&watch=1"),
+        ("https://user:pa?ss#word@h/p", "https://***@h/p"),
+        ("https://h/p?a=1&sig=xyz#frag", "https://h/p?a=1&sig=***#frag"),
+        ("https://h/p?token", "https://h/p?token"),  # a key without a value hides nothing
+        ("user:pass@proxy.example:3128", "***@proxy.example:3128"),
+        ("", ""),
+        ("not a url", "not a url"),
+        ("hub (in-cluster)", "hub (in-cluster)"),
+    ],
+)
+def test_shown_url_examples(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
+
+
+@given(st.text(max_size=80))
+def test_shown_url_never_raises_and_keeps_text_without_userinfo_or_query(text: str) -> None:
+    shown = shown_url(text)
+    assert isinstance(shown, str)
+    if "@" not in text and "?" not in text and "#" not in text:
+        assert shown == text
