@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
@@ -577,3 +577,65 @@ def test_allowlist_entry_with_both_name_and_command_is_refused_naming_the_field(
     with pytest.raises(ConfigError) as caught:
         config(tmp_path, policy, entry("p", SH))
     assert "field pluginPolicy.allowlist[1]: has both command and name" in str(caught.value)
+
+
+# -- paths as the kernel walks them (issue 28, item 1) -------------------------------------------
+
+
+def symlink_maze(tmp_path: Path) -> tuple[Path, Path]:
+    """``allowed/x`` (allowlisted) and ``other/x`` (not), with ``allowed/lnk`` a symlink to
+    ``other/sub``: ``allowed/lnk/../x`` reads as ``allowed/x`` but the kernel opens ``other/x``."""
+    (tmp_path / "other" / "sub").mkdir(parents=True)
+    (tmp_path / "allowed").mkdir()
+    (tmp_path / "allowed" / "lnk").symlink_to(tmp_path / "other" / "sub")
+    allowed = script_plugin(tmp_path / "allowed", "allowed", name="x")
+    other = script_plugin(tmp_path / "other", "other", name="x")
+    return allowed, other
+
+
+def test_a_dotdot_after_a_symlink_is_checked_where_the_kernel_goes(tmp_path: Path) -> None:
+    from tests.test_cli import run_cli
+
+    allowed, other = symlink_maze(tmp_path)
+    sneaky = f"{tmp_path}/allowed/lnk/../x"
+    policy = {"policyType": "Allowlist", "allowlist": [{"command": str(allowed)}, {"command": SH}, {"command": os.path.realpath(SH)}]}
+    cfg = config(tmp_path, policy, entry("p", sneaky))
+    error = refusal_of(cfg, "p")
+    assert error.decision == "not_allowlisted" and f"{other} is not in pluginPolicy.allowlist" in str(error)
+    # The same through the command line a user runs, which prints what the plugin printed.
+    import yaml
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"pluginPolicy": policy, "providers": [entry("p", sneaky)]}))
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile("p")))
+    ran = run_cli("get-credential", "--no-cache", "--config", "config.yaml", "--profile", "profile.yaml", cwd=tmp_path)
+    assert ran.returncode == 1 and ran.stdout == "" and "not allowed" in ran.stderr
+    # A dotdot that does lead back to the allowlisted file is still the allowlisted file.
+    fine = config(tmp_path, policy, entry("p", f"{tmp_path}/other/../allowed/x"))
+    assert token_of(fine, "p") == "allowed"
+
+
+_STEPS = st.lists(st.sampled_from(["allowed", "other", "sub", "lnk", "..", "."]), max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=_STEPS)
+@example(steps=["allowed", "lnk", ".."])
+@example(steps=["other", "..", "allowed"])
+def test_an_admitted_path_is_the_allowlisted_file_whatever_its_spelling(tmp_path_factory: pytest.TempPathFactory, steps: list[str]) -> None:
+    tmp_path = tmp_path_factory.mktemp("maze")
+    allowed, _ = symlink_maze(tmp_path)
+    command = "/".join([str(tmp_path), *steps, "x"])
+    policy = {"policyType": "Allowlist", "allowlist": [{"command": str(allowed)}, {"command": SH}, {"command": os.path.realpath(SH)}]}
+    cfg = config(tmp_path, policy, entry("p", command))
+    with engine_for(cfg) as engine:
+        try:
+            token = engine.get_credential(profile("p")).token
+        except PluginNotAllowed:
+            return
+        except Exception:  # noqa: BLE001 - not admitted or not found: nothing ran
+            assert not os.path.exists(command) or not os.path.samefile(command, allowed)
+            return
+    # Whatever was admitted and ran is the allowlisted file (a spelling the kernel could not
+    # walk, such as a missing folder before a `..`, runs the checked path or nothing).
+    assert token == "allowed"
+    assert not os.path.exists(command) or os.path.samefile(command, allowed)

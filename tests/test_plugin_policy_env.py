@@ -198,3 +198,22 @@ def test_env_finds_its_program_on_the_path_the_plugin_gets(tmp_path: Path) -> No
     provider["execConfig"]["env"] = [{"name": "PATH", "value": f"{evil}{os.pathsep}/usr/bin:/bin"}]
     error = refusal_of(config(tmp_path, policy, provider), "p")
     assert f"its interpreter sh (from #! via {ENV}) is not in pluginPolicy.allowlist" in str(error)
+
+
+# -- env's program as the kernel finds it (issue 28, item 1) ------------------------------------
+
+
+@pytest.mark.parametrize("how", ["argument", "PATH entry", "-S PATH="])
+def test_env_cannot_reach_past_the_allowlist_through_a_symlink_and_dotdot(tmp_path: Path, how: str) -> None:
+    from tests.test_plugin_policy import symlink_maze
+
+    allowed, other = symlink_maze(tmp_path)
+    sneaky_folder = f"{tmp_path}/allowed/lnk/.."
+    args = {
+        "argument": [f"{sneaky_folder}/x"],
+        "PATH entry": [f"PATH={sneaky_folder}:/usr/bin:/bin", "x"],
+        "-S PATH=": ["-S", f"PATH={sneaky_folder}:/usr/bin:/bin x"],
+    }[how]
+    policy = pinned(tmp_path, (ENV, None), (allowed, None), (SH, None), (os.path.realpath(SH), None))  # type: ignore[arg-type]
+    error = refusal_of(config(tmp_path, policy, entry("p", ENV, *args)), "p")  # type: ignore[arg-type]
+    assert "is not in pluginPolicy.allowlist" in str(error)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["EnvCommand", "EnvLineError", "parse_env_args", "DEFAULT_PATH"]
+__all__ = ["EnvCommand", "EnvLineError", "parse_env_args", "kernel_path", "DEFAULT_PATH"]
 
 #: The search path of glibc's ``execvp`` when ``PATH`` is unset (``confstr(_CS_PATH)``).
 DEFAULT_PATH = "/bin:/usr/bin"
@@ -46,6 +46,24 @@ _MAX_SPLITS = 16
 #: (``${NAME}`` values holding ``-S${NAME}${NAME}`` double at each split) runs nothing.
 _MAX_ARG = 128 * 1024
 _MAX_ARGV = 16 * _MAX_ARG
+
+
+def kernel_path(path: str, cwd: str | None = None) -> str:
+    """``path`` made absolute (from ``cwd``, default this process's) the way the kernel walks it.
+
+    A ``..`` steps back from wherever the components before it led, symlinks followed: in
+    ``allowed/lnk/../x`` with ``lnk`` a link to ``other/sub``, the kernel opens ``other/x``,
+    while a text normalisation (``os.path.normpath``) says ``allowed/x``. So everything up to
+    the last ``..`` is resolved on disk; the components after it are kept as written (``.`` and
+    repeated slashes dropped), so a symlink there is compared by its own name, as client-go
+    compares allowlist entries."""
+    absolute = os.path.join(os.getcwd() if cwd is None else cwd, path)
+    parts = absolute.split("/")
+    if ".." not in parts or "\x00" in absolute:  # no file has a NUL in its name: nothing runs
+        return os.path.normpath(absolute)
+    last = len(parts) - 1 - parts[::-1].index("..")
+    head = os.path.realpath("/".join(parts[: last + 1]))
+    return os.path.normpath(os.path.join(head, *parts[last + 1 :]))
 
 
 class EnvLineError(ValueError):
@@ -94,13 +112,14 @@ class EnvCommand:
         return DEFAULT_PATH if path is None else path
 
     def find_program(self, environ: Mapping[str, str], cwd: str | None = None) -> str | None:
-        """Where ``execvp`` would find the program: an absolute, normalised path, or None.
+        """Where ``execvp`` would find the program: an absolute path as the kernel resolves it
+        (:func:`kernel_path`), or None.
         Relative names and ``PATH`` entries count from ``-C``'s folder (or ``cwd``)."""
         base = os.path.join(cwd if cwd is not None else os.getcwd(), self.chdir or "")
         if "/" in self.program:
-            return os.path.normpath(os.path.join(base, self.program))
+            return kernel_path(self.program, base)
         for folder in self.search_path(environ).split(":"):
-            candidate = os.path.normpath(os.path.join(base, folder or ".", self.program))
+            candidate = kernel_path(os.path.join(folder or ".", self.program), base)
             if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                 return candidate
         return None

@@ -3,7 +3,10 @@
 Spelled and matched as client-go 1.35 does (``ExecProvider.PluginPolicy``): ``AllowAll``,
 ``DenyAll`` or ``Allowlist``; an allowlist entry matches when its ``command`` and the plugin's
 command resolve to the same path (a name without ``/`` is looked up on the controller's
-``PATH``, a path is made absolute; no globbing, symlinks are not followed, as in client-go).
+``PATH``, a path is made absolute; no globbing, and a symlink is compared by its own name, as in
+client-go). A ``..`` is resolved as the kernel resolves it, after the symlinks before it
+(:func:`~cpcreds.envline.kernel_path`), never as text: ``allowed/lnk/../x`` is wherever ``lnk``
+leads, and that path, not the text, is what runs.
 
 cpcreds adds two things:
 
@@ -25,7 +28,7 @@ from typing import Any
 
 from ._parse import open_regular
 from .config import AllowlistEntry, PluginPolicy
-from .envline import EnvCommand, EnvLineError, parse_env_args
+from .envline import EnvCommand, EnvLineError, kernel_path, parse_env_args
 from .errors import PluginNotAllowed
 from .pinning import PinnedRun, PinStore, default_store
 
@@ -44,8 +47,9 @@ def _shown(path: str) -> str:
 
 
 def resolve_command(command: str) -> str | None:
-    """Where ``command`` is, as the policy compares it: a path made absolute and normalised, or
-    a bare name's match on this process's ``PATH``; None when a bare name is not found."""
+    """Where ``command`` is, as the policy compares it: a path made absolute as the kernel walks
+    it (:func:`~cpcreds.envline.kernel_path`), or a bare name's match on this process's ``PATH``
+    (whose entries may hold ``..`` too); None when a bare name is not found."""
     if "\x00" in command:
         return None  # no file has such a name; the kernel would stop at the NUL
     if "/" not in command:
@@ -53,7 +57,7 @@ def resolve_command(command: str) -> str | None:
         if found is None:
             return None
         command = found
-    return os.path.normpath(os.path.abspath(command))
+    return kernel_path(command)
 
 
 def _text_environ(env: Mapping[Any, Any] | None) -> Mapping[str, str]:
@@ -127,7 +131,7 @@ class PluginGate:
         # Entries naming a path resolve the same way every time; bare names follow PATH, which
         # may change, so they are looked up at each decision.
         entries = self.policy.allowlist or ()
-        self._by_path = [(os.path.normpath(os.path.abspath(e.command)), e) for e in entries if "/" in e.command]
+        self._by_path = [(kernel_path(e.command), e) for e in entries if "/" in e.command]
         self._by_name = [e for e in entries if "/" not in e.command]
 
     def admit(
@@ -141,12 +145,14 @@ class PluginGate:
             return Admission(executable, list(argv))
         if policy.policy_type == "DenyAll":
             raise self._refuse(provider, command, 'policy set to "DenyAll"', "denied")
-        resolved = os.path.normpath(os.path.abspath(executable))
+        resolved = kernel_path(executable)
         pinned: list[PinnedRun] = []
         try:
             admission = self._walk(provider, command, resolved, list(argv), pinned, env)
             if not pinned:  # nothing pinned: the kernel follows the #! chain itself
-                return Admission(executable, list(argv))
+                # The path that was checked is the one started: no ``..`` left for the kernel to
+                # read differently.
+                return Admission(resolved, list(argv))
             return admission
         except BaseException:
             for done in pinned:
