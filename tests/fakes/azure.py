@@ -25,7 +25,8 @@ speaking the real protocols as msal and azure-identity use them.
   ``resource``, optional ``client_id`` or ``object_id`` (a user-assigned identity; else the
   system-assigned one); the answer's numbers are strings, as IMDS sends them.
 
-Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a random signature;
+Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a random signature
+(:meth:`FakeEntra.answer_for` makes them, and managed identity answers' ``resource``, say another);
 :meth:`FakeEntra.verify` says whether a token is one it issued, unexpired, for an audience: what
 the spoke fake (``SpokeServer.verify_tokens_with``) and the registry fake's ACR exchange accept.
 Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``, ``imds``): :meth:`FakeEntra.fail`
@@ -56,6 +57,7 @@ from .pki import PKI
 __all__ = ["FakeEntra", "IssuedToken", "CLIENT_ASSERTION_TYPE", "AKS_SERVER_ID", "Fault"]
 
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_ASKED = object()  # answer_for's "as asked"
 AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 
 
@@ -98,6 +100,8 @@ class FakeEntra(FakeAPIServer):
         #: (endpoint, method, path) of every request, in order.
         self.seen: list[tuple[str, str, str]] = []
         self._release = threading.Event()
+        self._aud: Any = _ASKED
+        self._resource: Any = _ASKED
 
     # -- identities --------------------------------------------------------------------------
 
@@ -121,6 +125,13 @@ class FakeEntra(FakeAPIServer):
         with self._lock:
             self._managed.add(client_id)
             self._system = getattr(self, "_system", None) or client_id
+
+    def answer_for(self, audience: Any = _ASKED, *, resource: Any = _ASKED) -> None:
+        """From now on, issue tokens whose ``aud`` claim is ``audience`` (any JSON value) whatever
+        was asked, and managed identity answers whose ``resource`` is ``resource``: a misrouted
+        or hostile authority. Either left out stays what was asked."""
+        with self._lock:
+            self._aud, self._resource = audience, resource
 
     def fail(self, endpoint: str, *faults: Fault) -> None:
         with self._lock:
@@ -162,6 +173,8 @@ class FakeEntra(FakeAPIServer):
 
     def _issue(self, client_id: str, grant: str, audience: str) -> dict[str, Any]:
         now = int(time.time())
+        with self._lock:
+            audience = audience if self._aud is _ASKED else self._aud
         claims = {"aud": audience, "iss": f"{self.url}/{self.tenant}/v2.0", "tid": self.tenant, "appid": client_id,
                   "iat": now, "nbf": now, "exp": now + self.token_lifetime}
         header = {"alg": "RS256", "typ": "JWT", "kid": "fake"}
@@ -259,7 +272,11 @@ class FakeEntra(FakeAPIServer):
             return 400, {"statusCode": 400, "message": "No managed identity found for the given client id."}
         answer = self._issue(client_id, "msi", query["resource"].removesuffix("/.default"))
         return 200, {"access_token": answer["access_token"], "expires_on": str(int(time.time()) + self.token_lifetime),
-                     "resource": query["resource"], "token_type": "Bearer", "client_id": client_id}
+                     "resource": self._answered_resource(query["resource"]), "token_type": "Bearer", "client_id": client_id}
+
+    def _answered_resource(self, asked: str) -> Any:
+        with self._lock:
+            return asked if self._resource is _ASKED else self._resource
 
     def _imds(self, query: dict[str, str], metadata: str | None) -> tuple[int, Any]:
         # IMDS's own errors: an OAuth-style JSON body, 400 for a request it will not serve.
@@ -278,7 +295,7 @@ class FakeEntra(FakeAPIServer):
         lifetime = str(self.token_lifetime)
         return 200, {"access_token": answer["access_token"], "client_id": client_id, "expires_in": lifetime,
                      "expires_on": str(now + self.token_lifetime), "ext_expires_in": lifetime, "not_before": str(now),
-                     "resource": query["resource"], "token_type": "Bearer"}
+                     "resource": self._answered_resource(query["resource"]), "token_type": "Bearer"}
 
     def _route(self, method: str, path: str) -> tuple[str, Any]:
         parts = [part for part in path.split("/") if part]

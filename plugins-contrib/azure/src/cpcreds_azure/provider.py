@@ -23,9 +23,10 @@ from typing import Any
 
 from cpcreds.sdk import Credential, ImageCredentialError, ProviderError, RefreshPolicy, get_logger, jwt_expiry
 
+from .audience import audience_of, is_for, resource_of, shown
 from .identity import IdentityError, build_credential, describe, tenant
 from .options import AzureOptions
-from .transport import Abort, BoundedTransport, Deadline, safe_summary
+from .transport import ABSENT, Abort, BoundedTransport, Deadline, safe_summary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: an exec plugin's run loads no KEP-2133 types
@@ -166,7 +167,7 @@ class AzureProvider:
         # Raised outside the except block: azure-identity's exception may quote a response body.
         if problem is not None:
             raise ProviderError(problem, provider=provider)
-        held = self._held_for(access, transport, provider)
+        held = self._held_for(access, transport, provider, scope)
         self._held[scope] = held
         _log.debug("azure token obtained", login=self.options.login, scope=scope, expires=held.credential.expiration_timestamp)
         return held
@@ -181,12 +182,26 @@ class AzureProvider:
             return f"azure: {last.describe()}"
         return f"azure: {last.label} {last.url} answered without a usable token"
 
-    def _held_for(self, access: Any, transport: BoundedTransport, provider: str) -> _Held:
+    def _held_for(self, access: Any, transport: BoundedTransport, provider: str, scope: str) -> _Held:
         token = getattr(access, "token", None)
         last = transport.last
         where = f"{last.label} {last.url}" if last is not None else describe(self.options)
         if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_CHARS or not _BEARER_TOKEN.fullmatch(token):
             raise ProviderError(f"azure: {where} answered with a token that is not a bearer token", provider=provider)
+        # The token goes to whoever serves the cluster or registry: one for another audience would
+        # let that server use it elsewhere (see cpcreds_azure.audience).
+        audience = audience_of(token)
+        if not is_for(scope, audience):
+            raise ProviderError(
+                f"azure: {where} answered with a token for another audience ({shown(audience)}) than the one asked, {resource_of(scope)}",
+                provider=provider,
+            )
+        answered = last.resource if last is not None else ABSENT
+        if answered is not ABSENT and not is_for(scope, answered):
+            raise ProviderError(
+                f"azure: {where} answered with a token for another audience (resource {shown(answered)}) than the one asked, {resource_of(scope)}",
+                provider=provider,
+            )
         now = datetime.now(timezone.utc)
         expires_on = getattr(access, "expires_on", None)
         expiry = None

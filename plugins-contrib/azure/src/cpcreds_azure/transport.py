@@ -21,7 +21,7 @@ from azure.core.pipeline.transport import RequestsTransport
 
 from cpcreds.sdk import BodyProblem, read_within
 
-__all__ = ["Deadline", "Exchange", "Abort", "BoundedTransport", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
+__all__ = ["ABSENT", "Deadline", "Exchange", "Abort", "BoundedTransport", "MAX_RESPONSE_BYTES", "shown_url", "error_detail", "safe_summary"]
 
 #: A token answer is a few KiB; anything much larger is not one.
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -41,6 +41,8 @@ _PATH_LABELS = (
 # Long runs of token alphabet with both letters and digits: an echoed token, secret or assertion.
 _RUN = re.compile(r"[A-Za-z0-9_\-.+=/]{24,}")
 _AADSTS = re.compile(r"\bAADSTS[0-9]{1,8}\b")
+#: :attr:`Exchange.resource` of an answer that names no resource.
+ABSENT: Any = object()
 
 
 class Deadline:
@@ -60,13 +62,16 @@ class Deadline:
 
 class Exchange:
     """One HTTP call as a message may show it: ``label`` (what the endpoint is), ``url`` (scheme,
-    host and path only), and ``status`` with ``detail`` (an error code), or ``failure``."""
+    host and path only), and ``status`` with ``detail`` (an error code), or ``failure``;
+    ``resource`` is what a successful JSON answer says its token is for (a managed identity
+    endpoint's ``resource``), :data:`ABSENT` when it says nothing."""
 
     def __init__(self, label: str, url: str) -> None:
         self.label, self.url = label, url
         self.status: int | None = None
         self.detail: str | None = None
         self.failure: str | None = None
+        self.resource: Any = ABSENT
 
     @property
     def ok(self) -> bool:
@@ -121,6 +126,14 @@ def error_detail(body: bytes) -> str | None:
     description = document.get("error_description")
     aadsts = _AADSTS.search(description) if isinstance(description, str) else None
     return f"{code} {aadsts.group(0)}" if aadsts else code
+
+
+def _answered_resource(body: bytes) -> Any:
+    try:
+        document = json.loads(body.decode("utf-8")) if len(body) <= 64 * 1024 else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return ABSENT
+    return document.get("resource", ABSENT) if isinstance(document, dict) else ABSENT
 
 
 def safe_summary(exc: BaseException, limit: int = 160) -> str:
@@ -233,6 +246,8 @@ class BoundedTransport(RequestsTransport):
         exchange.status = response.status_code
         if not 200 <= response.status_code < 300:
             exchange.detail = error_detail(data)
+        else:
+            exchange.resource = _answered_resource(data)
         # The body is what was read, bounded: azure-core hands it on as if it had read it itself.
         response._content = data  # noqa: SLF001 - azure.core.rest's buffered-content slot
         self.exchanges.append(exchange)
