@@ -144,3 +144,32 @@ def test_any_profile_path_is_a_200_or_404_status(start_serve: Any) -> None:
 
     one()
     assert raw_get(running.url, "/healthz")[0] == 200
+
+
+# -- no endpoint shows a secret inside a URL (issue 28.2) -------------------------------------------
+
+PASSWORD = "Pa55-w0rd-in-a-server-url"
+URL_TOKEN = "t0ken-in-a-server-query"
+
+
+def test_a_server_url_holding_a_password_or_a_token_is_shown_without_them(start_serve: Any) -> None:
+    def profile(name: str, server: str) -> dict[str, Any]:
+        return cluster_profile(name, access_provider("mint", server, exec_extension={"clusterName": name}))
+
+    running = start_serve(
+        [MINT],
+        {
+            "userinfo.yaml": profile("userinfo", f"https://admin:{PASSWORD}@userinfo.test:6443"),
+            "query.yaml": profile("query", f"https://query.test:6443/base?region=eu&access_token={URL_TOKEN}"),
+            "plain.yaml": profile("plain", "https://plain.test:6443/base?region=eu"),
+        },
+    )
+    running.wait_ready()
+    clusters = running.clusters()
+    assert clusters["fleet-system/userinfo"]["server"] == "https://***@userinfo.test:6443"
+    assert clusters["fleet-system/query"]["server"] == "https://query.test:6443/base?region=eu&access_token=***"
+    assert clusters["fleet-system/plain"]["server"] == "https://plain.test:6443/base?region=eu"  # nothing secret: as written
+    for path in ("/v1/clusters", "/v1/clusters/fleet-system/userinfo", "/v1/clusters/fleet-system/query", "/", "/metrics"):
+        status, _, body = running.get(path)
+        assert status == 200, path
+        assert PASSWORD not in body and URL_TOKEN not in body, path

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cpcreds.fleet.hub import HubOptions, HubSource
 from cpcreds.fleet.inventory import Change
@@ -119,3 +120,21 @@ def _wait_no_watchers(hub: Any) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_mint_counts() -> None:
     mint.calls.clear()
+
+
+def test_the_hubs_origin_is_shown_without_the_userinfo_of_its_kubeconfig(start_serve: Any, hub: Any, tmp_path: Path) -> None:
+    """Issue 28.2: every cluster's ``origin`` names the hub by its URL, which may hold a user and
+    password in the kubeconfig; the API and the page show the URL without them."""
+    hub.put(mint_profile("hub-a"))
+    document = hub.kubeconfig(HUB_TOKEN)
+    password = "Hub-Pa55w0rd-in-the-kubeconfig"
+    server = document["clusters"][0]["cluster"]["server"]
+    document["clusters"][0]["cluster"]["server"] = server.replace("https://", f"https://hub-user:{password}@")
+    kubeconfig = tmp_path / "hub.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(document))
+    running = start_serve([MINT], hub_kubeconfig=str(kubeconfig))
+    running.wait_ready()
+    origin = running.clusters()["fleet-system/hub-a"]["origin"]
+    assert origin == f"hub ({server.replace('https://', 'https://***@')})"
+    for path in ("/v1/clusters", "/v1/clusters/fleet-system/hub-a", "/", "/metrics"):
+        assert password not in running.get(path)[2], path

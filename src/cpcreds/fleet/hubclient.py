@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._parse import load_or_raise, read_or_raise
+from .._show import shown_url
 from ..access import AccessPlan, ExecSpec
 from ..api import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
@@ -69,7 +70,9 @@ class HubConnector:
         from kubernetes.config.kube_config import KubeConfigLoader
 
         KubeConfigLoader(config_dict=document, active_context=self.context, config_base_path=str(path.parent)).load_and_set(configuration)
-        return client.ApiClient(configuration), f"hub ({configuration.host})"
+        # The name is shown (the page, /v1/clusters' origin, problems, logs): the kubeconfig's
+        # server may carry a user and password.
+        return client.ApiClient(configuration), f"hub ({shown_url(configuration.host)})"
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any]:

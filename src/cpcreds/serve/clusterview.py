@@ -1,6 +1,7 @@
 """One cluster of serve's fleet as ``/v1/clusters`` and the status page show it: names, times,
 states, the last probe (:class:`ProbeResult`) and the ``ControlPlaneHealthy`` condition. Never a
-token, a key or a certificate: only what went through redaction."""
+token, a key or a certificate: only what went through redaction (a URL through
+:func:`~cpcreds._show.shown_url`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .._show import shown_url
 from ..fleet.health import control_plane_healthy
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def cluster_dict(cluster: FleetCluster) -> dict[str, Any]:
         "namespace": namespace,
         "name": name,
         "origin": cluster.origin,
-        "server": cluster.server,
+        "server": shown_url(server) if (server := cluster.server) is not None else None,
         "provider": cluster.provider,
         "answeredBy": cluster.answered_by,
         "state": cluster.state,
