@@ -60,7 +60,7 @@ def test_hostile_peer_leases_never_break_the_watch_or_fence_this_replica(hub: Hu
         hub.put(hostile(spec, annotation, {}))
         # A well-formed Lease written after it: seen only if the hostile one did not break the watch.
         marker = f"marker-{next(_counter)}"
-        hub.put(lease(NAMESPACE, marker, marker, labels={GROUP_LABEL: "cpcreds"}))
+        hub.put(lease(NAMESPACE, f"cpcreds-{marker}", marker, labels={GROUP_LABEL: "cpcreds"}))
         until(lambda: marker in alpha.membership.members, timeout=3, what=f"{marker} seen after a hostile Lease {json.dumps(spec, default=str)[:200]}")
         assert alpha.fresh()
         for member, url in alpha.membership.status_urls.items():
@@ -76,6 +76,6 @@ def test_a_lease_whose_metadata_is_not_an_object_is_skipped(hub: HubServer, make
     for odd in ({"annotations": ["x"]}, {"annotations": "x"}, {"resourceVersion": ["1"]}):
         hub.put(hostile({"holderIdentity": "odd", "leaseDurationSeconds": 15}, "https://odd.test", odd))
         marker = f"marker-{next(_counter)}"
-        hub.put(lease(NAMESPACE, marker, marker, labels={GROUP_LABEL: "cpcreds"}))
+        hub.put(lease(NAMESPACE, f"cpcreds-{marker}", marker, labels={GROUP_LABEL: "cpcreds"}))
         until(lambda: marker in alpha.membership.members, timeout=5, what=f"{marker} seen after metadata {odd}")
     assert alpha.fresh()

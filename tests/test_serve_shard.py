@@ -231,7 +231,7 @@ def test_a_peer_announcing_a_malformed_status_url_gets_no_redirect_and_no_header
         shard=True,
         shard_namespace=NAMESPACE,
         shard_identity="r0",
-        shard_lease_duration="2s",
+        shard_lease_duration="60s",  # evil's Lease (declaring 60 s) stays alive for the whole test
         shard_renew_deadline="1.2s",
         shard_retry_interval="0.4s",
     )

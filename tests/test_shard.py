@@ -145,7 +145,8 @@ def test_lease_times_have_six_fractional_digits_even_on_a_whole_second(hub: HubS
     assert MICRO_TIME.fullmatch(spec["renewTime"]) and MICRO_TIME.fullmatch(spec["acquireTime"])
     assert spec["holderIdentity"] == "alpha" and spec["leaseDurationSeconds"] == 1
     assert stored["metadata"]["labels"] == {GROUP_LABEL: "cpcreds"}
-    assert stored["metadata"]["annotations"] == {STATUS_ANNOTATION: "https://alpha.test"}
+    annotations = stored["metadata"]["annotations"]
+    assert annotations.pop(STATUS_ANNOTATION) == "https://alpha.test" and set(annotations) == {"shard.cpcreds.io/instance"}
     # The fake answers 400 to any other time format, as kube-apiserver does.
     assert [seen.status for seen in hub.requests if seen.method in ("POST", "PUT")] and not [seen for seen in hub.requests if seen.status == 400]
 
@@ -249,7 +250,9 @@ def test_invalid_settings_are_config_errors(hub: HubServer, tmp_path: Path) -> N
         {"namespace": "ns", "group": "no spaces"},
         {"namespace": "ns", "lease_duration": 10, "renew_deadline": 10},
         {"namespace": "ns", "retry_interval": 0},
-        {"namespace": "ns", "identity": "UPPER/slash"},
+        {"namespace": "ns", "identity": ""},
+        {"namespace": "ns", "identity": "a\r\nb"},
+        {"namespace": "ns", "identity": "x" * 254},
     ):
         with pytest.raises(ConfigError):
             Shard(options, **knobs)
@@ -365,3 +368,104 @@ def test_a_silent_watch_fences_the_replica_until_it_is_reopened(hub: HubServer, 
     assert time.monotonic() - muted_at <= RENEW + RETRY + 0.2  # peers cannot be seen: not fresh
     until(lambda: sum(1 for seen in hub.requests if seen.watch) > watches, timeout=2, what="the watch reopened")
     until(settled([shard]), timeout=2, what="claiming again")
+
+
+# -- one Lease per identity, and only a Lease's rightful holder counts (issue 28, items 4, 6, 7) ----
+
+#: A Lease name as kube-apiserver validates it: a DNS-1123 subdomain of at most 253 characters.
+_LEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_groups = st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?", fullmatch=True)
+_plain = st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,30}[a-z0-9])?", fullmatch=True)
+
+
+@st.composite
+def _identities(draw: st.DrawFn) -> list[str]:
+    """Hostile sets of identities: arbitrary text, valid lowercase names, their case variants, and
+    names spelled like another identity's hashed Lease name (the collision a naive rule makes)."""
+    from cpcreds.shard import lease_name
+
+    group = draw(_groups)
+    base = draw(st.lists(st.text(min_size=1, max_size=60) | _plain, min_size=1, max_size=8))
+    variants = [i.upper() for i in base] + [i.swapcase() for i in base]
+    mimics = [lease_name(group, i)[len(group) + 1 :] for i in base if lease_name(group, i).startswith(f"{group}-")]
+    return [group, *dict.fromkeys(i for i in base + variants + mimics if i)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(drawn=_identities())
+def test_lease_names_are_valid_and_one_per_identity(drawn: list[str]) -> None:
+    from cpcreds.shard import lease_name
+
+    group, identities = drawn[0], drawn[1:]
+    names = {identity: lease_name(group, identity) for identity in identities}
+    assert len(set(names.values())) == len(names), names
+    for identity, name in names.items():
+        assert len(name) <= 253 and _LEASE_NAME.fullmatch(name), (identity, name)
+        if _LEASE_NAME.fullmatch(f"{group}-{identity}") and len(f"{group}-{identity}") <= 253 and group == group.lower():
+            # Readable: a lowercase name keeps its name unless it is spelled like a hashed one.
+            assert name == f"{group}-{identity}" or re.search(r"-[a-z2-7]{16}$", f"{group}-{identity}"), (identity, name)
+
+
+def test_identities_that_differ_only_in_case_are_two_members_with_two_leases(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    upper, lower = make_shard("Pod-A"), make_shard("pod-a")
+    assert upper.lease_name != lower.lease_name and upper.lease_name.startswith("cpcreds-pod-a-") and lower.lease_name == "cpcreds-pod-a"
+    until(settled([upper, lower]), timeout=5, what="two members")
+    assert all(len(owners_of(key, [upper, lower])) == 1 for key in KEYS[::3])
+    stored = hub.leases(NAMESPACE)
+    assert stored[upper.lease_name]["spec"]["holderIdentity"] == "Pod-A" and stored[lower.lease_name]["spec"]["holderIdentity"] == "pod-a"
+
+
+def _contended(shard: Shard) -> float:
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    shard.register_metrics(registry)
+    return registry.get_sample_value("cpcreds_shard_lease_contended") or 0.0
+
+
+def test_two_replicas_given_one_identity_never_both_serve_and_the_one_left_out_says_so(make_shard: Callable[..., Shard]) -> None:
+    alpha, first, second = make_shard("alpha"), make_shard("twin"), make_shard("twin")
+    assert first.lease_name == second.lease_name
+    twins = [first, second]
+    until(lambda: alpha.claiming() and sum(t.claiming() for t in twins) == 1 and any(t.contended for t in twins), timeout=5, what="one twin holding the Lease")
+    holder, left_out = (first, second) if first.claiming() else (second, first)
+    assert not left_out.fresh() and not any(left_out.owns(key) for key in KEYS[::3])
+    assert all(len(owners_of(key, [alpha, *twins])) == 1 for key in KEYS[::3])
+    assert "held by another replica" in left_out.contended and "'twin'" in left_out.contended
+    assert left_out.renewals["contended"] >= 1 and left_out.problem == left_out.contended
+    assert (_contended(left_out), _contended(holder)) == (1.0, 0.0) and holder.contended == ""
+    # The holder leaves gracefully: the Lease is free at once, and the other twin takes it.
+    holder.stop()
+    until(lambda: left_out.claiming() and alpha.membership.members == ("alpha", "twin"), timeout=5, what="the other twin holding the Lease")
+    assert left_out.contended == "" and _contended(left_out) == 0.0
+
+
+def test_a_replica_that_cannot_watch_the_leases_stops_renewing_so_its_share_moves(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    hub.grant("blind")
+    alpha, bravo = make_shard("alpha"), make_shard("bravo", token="blind")
+    until(settled([alpha, bravo]), timeout=5, what="two members")
+    # bravo may still write its Lease but no longer list or watch the group's.
+    hub.grant("blind", verbs=["get", "create", "update", "delete"])
+    hub.mute_watches()
+    until(lambda: alpha.membership.members == ("alpha",) and alpha.claiming(), timeout=10, what="bravo's share moved to alpha")
+    assert not bravo.fresh() and all(owners_of(key, [alpha, bravo]) == ["alpha"] for key in KEYS[::7])
+    renewed = bravo.renewals["renewed"]
+    until(lambda: alpha.cleaned >= 1, timeout=5, what="bravo's expired Lease deleted")
+    assert bravo.renewals["renewed"] == renewed  # not fresh: it does not claim to be alive
+    hub.grant("blind")  # listing works again: bravo renews, rejoins and takes its share back
+    until(settled([alpha, bravo]), timeout=10, what="bravo back")
+
+
+def test_a_leftover_lease_or_a_long_declared_duration_keeps_no_dead_member_alive(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
+    labels = {GROUP_LABEL: "cpcreds"}
+    hub.create(lease(NAMESPACE, "cpcreds-leftover", "r3", duration=3600, labels=labels))  # not r3's Lease
+    hub.create(lease(NAMESPACE, "cpcreds-ghost", "ghost", duration=3600, labels=labels))  # declares an hour
+    alpha, r3 = make_shard("alpha"), make_shard("r3")
+    until(lambda: alpha.claiming() and r3.claiming() and "r3" in alpha.membership.members, timeout=5, what="alpha and r3")
+    release = hub.stall_lease_writes(NAMESPACE, r3.lease_name)  # r3 is gone: its Lease stops changing
+    try:
+        until(lambda: alpha.membership.members == ("alpha",), timeout=5 * LEASE + 5, what="r3 and ghost expired")
+        assert all(alpha.owns(key) for key in KEYS[::7])
+        assert "cpcreds-leftover" in hub.leases(NAMESPACE)  # not a member's Lease: ignored, not deleted
+    finally:
+        release.set()

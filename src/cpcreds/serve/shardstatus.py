@@ -19,8 +19,10 @@ class ShardStatus:
     ownership: Any
 
     def readiness(self) -> str | None:
-        """Why this replica is not ready as a shard member (its Lease stale, or not yet
-        claiming its profiles), or None."""
+        """Why this replica is not ready as a shard member (its Lease held by another replica,
+        stale, or not yet claiming its profiles), or None."""
+        if contended := self.shard.contended:
+            return contended
         if not self.shard.fresh():
             return f"this replica's shard Lease {self.shard.namespace}/{self.shard.lease_name} is not renewed (stale); its profiles are left to the other replicas"
         if not self.shard.claiming():

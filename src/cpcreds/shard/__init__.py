@@ -3,8 +3,11 @@ and rendezvous (highest-random-weight) hashing of ``namespace/name`` over the li
 
 Modules: :mod:`~cpcreds.shard.rendezvous` (the assignment: pure, stable across processes),
 :mod:`~cpcreds.shard.leases` (the Lease wire: MicroTimes, requests through the official
-``kubernetes`` client's ``ApiClient``) and :mod:`~cpcreds.shard.membership` (:class:`Shard`:
-renewing this replica's Lease from its own thread, watching the peers', self-fencing).
+``kubernetes`` client's ``ApiClient``), :mod:`~cpcreds.shard.rules` (which Lease is whose: one
+name per identity, the holder it must name, the longest duration a peer may declare),
+:mod:`~cpcreds.shard.ownlease` (this replica's Lease: renewed, released, never taken from a live
+holder) and :mod:`~cpcreds.shard.membership` (:class:`Shard`: renewing this replica's Lease from
+its own thread, watching the peers', self-fencing).
 ``docs/sharding.md`` says how they fit together. Nothing is imported until it is used.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["Shard", "Membership", "Assignment", "owner", "assign", "STATUS_URL"]
+__all__ = ["Shard", "Membership", "Assignment", "owner", "assign", "lease_name", "STATUS_URL"]
 
 #: What a status URL may be (announced in a Lease, redirected to): ``http(s)://HOST[:PORT]``, no
 #: path, no white space or control character (a peer's annotation ends up in a Location header).
@@ -25,6 +28,7 @@ _HOMES = {
     "Assignment": "rendezvous",
     "owner": "rendezvous",
     "assign": "rendezvous",
+    "lease_name": "rules",
 }
 
 

@@ -5,9 +5,13 @@ Four daemon threads per :class:`Shard`, none on the caller's event loop (a busy 
 make a healthy replica look dead):
 
 - the **renewer** writes this replica's Lease every ``retry_interval`` (creating it when absent,
-  re-reading it and retrying on 409), and stamps when the last renewal that succeeded *started*;
+  re-reading it and retrying on 409, never taking it from another live holder: see
+  :mod:`~cpcreds.shard.ownlease`), and stamps when the last renewal that succeeded *started*;
+  it renews only while the watch is heard from (a replica blind to its peers must let them take
+  its keys, not keep telling them it is alive);
 - the **watcher** lists the group's Leases (by label) and watches them, noting for every peer
-  when its ``renewTime`` or holder last changed, *as seen here* (client-go's leader election does
+  whose Lease is named for its holder (:mod:`~cpcreds.shard.rules`) when its ``renewTime`` or
+  holder last changed, *as seen here* (client-go's leader election does
   the same: clock skew between machines never matters);
 - the **judge** turns both into a :class:`Membership` whenever it changes (a peer seen, expired or
   released; this replica fresh or not) and tells subscribers;
@@ -27,11 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import re
-import secrets
-import socket
-import string
 import threading
 import time
 from collections import Counter
@@ -45,24 +45,19 @@ from ..fleet.hub import HubOptions, HubProblem, backoff_delay, problem_text
 from ..fleet.hubclient import HubConnector
 from ..logs import get_logger
 from . import STATUS_URL
-from .leases import COORDINATION, LeaseAPI, events, message, micro_time, shut
+from .leases import LeaseAPI, events, message, shut
 from .overlap import Overlap
+from .ownlease import GROUP_LABEL, STATUS_ANNOTATION, LeaseHeld, OwnLease
 from .rendezvous import Assignment, assign, owner
+from .rules import DNS_LABEL, check_identity, declared_duration, default_identity, lease_name
 
 __all__ = ["Shard", "Membership", "GROUP_LABEL", "STATUS_ANNOTATION"]
 
 _log = get_logger("cpcreds.shard")
 
-#: The label every Lease of a shard group carries (its value: the group), what peers list by.
-GROUP_LABEL = "shard.cpcreds.io/group"
-#: The annotation holding a replica's status URL (where a request for its profiles is sent).
-STATUS_ANNOTATION = "shard.cpcreds.io/status-url"
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 #: A watch is reopened this often even when it works (the hub's own limit is usually longer).
 _WATCH_SECONDS = 300
-#: How many times one renewal re-reads the Lease after a 409 before waiting for the next tick.
-_CONFLICT_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -136,7 +131,7 @@ class Shard:
         retry_interval: float = 2.0,
         status_url: str = "",
     ) -> None:
-        if not _DNS_LABEL.fullmatch(namespace or "") or len(namespace) > 63:
+        if not DNS_LABEL.fullmatch(namespace or "") or len(namespace) > 63:
             raise ConfigError(f"shard namespace {namespace!r} is not a valid namespace name", field="namespace")
         if not group or len(group) > 63 or not _LABEL_VALUE.fullmatch(group):
             raise ConfigError(f"shard group {group!r} must be a label value: 1-63 letters, digits, '-', '_' or '.'", field="group")
@@ -148,16 +143,19 @@ class Shard:
             )
         if status_url and not STATUS_URL.fullmatch(status_url):
             raise ConfigError(f"shard status URL {status_url!r} must be http(s)://HOST[:PORT]", field="status_url")
-        self.identity = identity if identity is not None else default_identity()
-        self.lease_name = f"{group}-{self.identity}".lower()
-        if len(self.lease_name) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in self.lease_name.split(".")):
-            raise ConfigError(f"shard identity {self.identity!r} does not make a valid Lease name ({self.lease_name!r})", field="identity")
+        self.identity = check_identity(identity) if identity is not None else default_identity()
+        #: This replica's Lease: one per identity in the group (:func:`~cpcreds.shard.rules.lease_name`).
+        self.lease_name = lease_name(group, self.identity)
         self.hub, self.namespace, self.group = hub, namespace, group
         self.lease_duration, self.renew_deadline, self.retry_interval = lease_duration, renew_deadline, retry_interval
         self.status_url = status_url
         self.selector = f"{GROUP_LABEL}={group}"
-        #: Renewals by result: ``renewed``, ``created``, ``conflict``, ``failed``; and ``released``.
+        #: Renewals by result: ``renewed``, ``created``, ``conflict``, ``failed``, ``contended``
+        #: (the Lease held by another live holder); and ``released``.
         self.renewals: Counter[str] = Counter()
+        self._own = OwnLease(
+            namespace=namespace, name=self.lease_name, group=group, identity=self.identity, status_url=status_url, lease_duration=lease_duration, counts=self.renewals
+        )
         #: Membership changes by reason (``joined``, ``expired``, ``released``, ``fresh``, ``stale``…).
         self.handovers: Counter[str] = Counter()
         #: Departed peers' Leases deleted by this replica.
@@ -172,7 +170,7 @@ class Shard:
         self._threads: list[threading.Thread] = []
         self._subscribers: list[Callable[[Membership], None]] = []
         self._peers: dict[str, _Peer] = {}
-        self._lease: dict[str, Any] | None = None  # this replica's Lease as last written or read
+        self._ignored: set[str] = set()  # group Leases whose name is not their holder's (logged once)
         self._renewed_at = -math.inf  # monotonic start of the last successful renewal
         self._heard_at = -math.inf  # monotonic time the watch (or list) last delivered something
         self._settled_at = math.inf  # monotonic time from which this replica claims keys
@@ -182,6 +180,7 @@ class Shard:
         self._cleanup_api: LeaseAPI | None = None
         self._watch_response: Any = None
         self._kicked_at = -math.inf  # when the judge last ended a silent watch
+        self._withholding = False  # renewals withheld: the peers' Leases not heard from
         self._started = False
         self._registries: list[Any] = []  # where register_metrics() put this shard's series
 
@@ -251,6 +250,13 @@ class Shard:
         with self._lock:
             return not self._stop.is_set() and now - self._renewed_at < self.renew_deadline and now - self._heard_at < self.renew_deadline
 
+    @property
+    def contended(self) -> str:
+        """Why this replica may not hold its own Lease now (another live holder has it: another
+        process given this identity, or one whose identity maps to the same Lease), else ``""``.
+        While set, this replica is not fresh and serves nothing; ``/readyz`` says it."""
+        return self._own.contended
+
     def claiming(self) -> bool:
         """Whether this replica takes keys now: :meth:`fresh`, and settled after becoming fresh."""
         return self.fresh() and time.monotonic() >= self._settled_at
@@ -293,7 +299,8 @@ class Shard:
 
     def register_metrics(self, registry: Any) -> None:
         """Add this shard's own series (``cpcreds_shard_overlap_fetches_total{reason}``,
-        ``cpcreds_shard_overlap_bound_seconds``) to ``registry`` (a ``prometheus_client``
+        ``cpcreds_shard_overlap_bound_seconds``, ``cpcreds_shard_lease_contended``) to
+        ``registry`` (a ``prometheus_client``
         ``CollectorRegistry``), once per registry: serve and a ``Fleet`` given the same registry
         may both ask."""
         with self._lock:
@@ -363,91 +370,72 @@ class Shard:
     def _renew_loop(self) -> None:
         api: LeaseAPI | None = None
         while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                if api is None or self._connector.stale():
-                    api = self._api()
-                self._renew(api, started + self.renew_deadline)
-                self.problem = ""
-                with self._lock:
-                    done = time.monotonic()
-                    if done - self._renewed_at >= self.renew_deadline:
-                        # Fresh again after a gap (or for the first time): peers may hold this
-                        # replica's keys until they see the renewal, so claim one interval later.
-                        self._settled_at = done + self.retry_interval
-                    self._renewed_at = started
-                    self._lock.notify_all()
-            except Exception as exc:  # noqa: BLE001 - a hub failure: counted, shown, retried next tick
-                if self._stop.is_set():
-                    return
-                self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {problem_text(exc)}"
-                self.renewals["failed"] += 1
-                _log.warning("shard Lease renewal failed", lease=self.lease_name, error=self.problem)
-                api = None if isinstance(exc, OSError) else api
-            self._stop.wait(max(0.0, started + self.retry_interval - time.monotonic()))
+            tick = time.monotonic()
+            if self._heard_recently(tick + self.retry_interval):
+                api = self._renew_once(api)
+            self._stop.wait(max(0.0, tick + self.retry_interval - time.monotonic()))
 
-    def _renew(self, api: LeaseAPI, deadline: float) -> None:
-        for _ in range(_CONFLICT_RETRIES + 1):
-            timeout = deadline - time.monotonic()
-            if timeout <= 0:
-                raise HubProblem("the renewal did not finish within the renew deadline")
-            if self._lease is None:
-                status, body = api.get(self.lease_name, timeout)
-                if status == 404:
-                    status, body = api.create(self._body(None), max(0.001, deadline - time.monotonic()))
-                    if status == 201:
-                        self._lease = body
-                        self.renewals["created"] += 1
-                        return
-                    if status == 409:  # created meanwhile (by a previous attempt that timed out)
-                        self.renewals["conflict"] += 1
-                        continue
-                if status != 200:
-                    raise HubProblem(f"HTTP {status}: {message(body)}")
-                self._lease = body
-                continue
-            status, body = api.replace(self.lease_name, self._body(self._lease), timeout)
-            if status == 200:
-                self._lease = body
-                self.renewals["renewed"] += 1
-                return
-            if status in (404, 409):  # deleted as departed, or written by an attempt we gave up on
-                self.renewals["conflict"] += 1
-                self._lease = None
-                continue
-            raise HubProblem(f"HTTP {status}: {message(body)}")
-        raise HubProblem(f"the Lease kept changing under this replica ({_CONFLICT_RETRIES + 1} conflicts in a row)")
+    def _heard_recently(self, until: float) -> bool:
+        """Whether the watch of the peers was heard from within ``renew_deadline`` (waiting for it
+        until ``until``, monotonic). A replica that cannot see its peers is fenced, and must not
+        renew either: its renewals would tell the peers it is alive, and they would leave its keys
+        to it for as long as it cannot watch. Not renewing, its share moves to them within
+        ``renew_deadline`` + ``lease_duration``; once the watch is heard again it renews, and
+        claims one interval later, as any replica fresh again after a gap."""
+        with self._lock:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now - self._heard_at < self.renew_deadline:
+                    if self._withholding:
+                        self._withholding = False
+                        _log.warning("shard Lease renewed again: the peers' Leases are watched again", lease=self.lease_name)
+                    return True
+                if now >= until:
+                    break
+                self._lock.wait(until - now)
+            withheld = not self._withholding and self._heard_at > -math.inf and not self._stop.is_set()
+            self._withholding = self._withholding or withheld
+        if withheld:
+            _log.warning(
+                "shard Lease not renewed: the peers' Leases were not heard from for the renew deadline; this replica's profiles move to the peers",
+                lease=self.lease_name,
+                error=self.problem,
+            )
+        return False
 
-    def _body(self, current: dict[str, Any] | None, *, holder: str | None = None) -> dict[str, Any]:
-        now = micro_time(time.time())
-        spec = dict((current or {}).get("spec") or {})
-        holder = self.identity if holder is None else holder
-        if spec.get("holderIdentity") != holder or not spec.get("acquireTime"):
-            spec["acquireTime"] = now
-        spec.update(holderIdentity=holder, renewTime=now, leaseDurationSeconds=math.ceil(self.lease_duration))
-        metadata: dict[str, Any] = {"name": self.lease_name, "namespace": self.namespace, "labels": {GROUP_LABEL: self.group}}
-        if self.status_url:
-            metadata["annotations"] = {STATUS_ANNOTATION: self.status_url}
-        if current is not None:
-            metadata["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
-        return {"apiVersion": COORDINATION, "kind": "Lease", "metadata": metadata, "spec": spec}
+    def _renew_once(self, api: LeaseAPI | None) -> LeaseAPI | None:
+        """One renewal (or creation, or take-over of a free Lease); the API to use next time."""
+        started = time.monotonic()
+        try:
+            if api is None or self._connector.stale():
+                api = self._api()
+            self._own.renew(api, started + self.renew_deadline)
+            self.problem = ""
+            with self._lock:
+                done = time.monotonic()
+                if done - self._renewed_at >= self.renew_deadline:
+                    # Fresh again after a gap (or for the first time): peers may hold this
+                    # replica's keys until they see the renewal, so claim one interval later.
+                    self._settled_at = done + self.retry_interval
+                self._renewed_at = started
+                self._lock.notify_all()
+        except LeaseHeld as exc:  # another live holder: not fresh, said in problem, /readyz, metrics
+            self.renewals["contended"] += 1
+            self.problem = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a hub failure: counted, shown, retried next tick
+            if self._stop.is_set():
+                return api
+            self.problem = f"renewing Lease {self.namespace}/{self.lease_name}: {problem_text(exc)}"
+            self.renewals["failed"] += 1
+            _log.warning("shard Lease renewal failed", lease=self.lease_name, error=self.problem)
+            api = None if isinstance(exc, OSError) else api
+        return api
 
     def _release(self) -> None:
-        """Empty the holder, so peers take over at once (one attempt, re-read once on 409)."""
+        """Empty the holder if the Lease is still ours, so peers take over at once."""
         deadline = time.monotonic() + min(self.renew_deadline, self.hub.timeout)
         try:
-            api = self._api()
-            for _ in range(2):
-                if self._lease is None:
-                    status, body = api.get(self.lease_name, max(0.001, deadline - time.monotonic()))
-                    if status != 200:
-                        return  # never created, or deleted already: nothing to release
-                    self._lease = body
-                status, body = api.replace(self.lease_name, self._body(self._lease, holder=""), max(0.001, deadline - time.monotonic()))
-                if status == 200:
-                    self.renewals["released"] += 1
-                    return
-                self._lease = None
+            self._own.release(self._api(), deadline)
         except Exception as exc:  # noqa: BLE001 - peers then take over after the lease duration
             self.problem = f"releasing Lease {self.namespace}/{self.lease_name}: {problem_text(exc)}"
             _log.warning("shard Lease release failed", lease=self.lease_name, error=self.problem)
@@ -507,6 +495,7 @@ class Shard:
                     self._observe(item, now)
             for name in set(self._peers) - seen:
                 del self._peers[name]
+            self._ignored &= seen
             self._heard_at = now
             self._lock.notify_all()
         return version
@@ -528,6 +517,7 @@ class Shard:
                     name = _name(item)
                     if kind == "DELETED" and name:
                         self._peers.pop(name, None)
+                        self._ignored.discard(name)
                     elif kind != "BOOKMARK" and name:
                         self._observe(item, now)
                     self._lock.notify_all()
@@ -546,10 +536,16 @@ class Shard:
             return
         spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
         holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else ""
-        duration = spec.get("leaseDurationSeconds")
-        # An int32, as the API server validates it: a larger one (10**400 overflows float()) is
-        # no Lease kube-apiserver stores, and is judged as one of our own duration.
-        duration = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and 0 < duration < 2**31 else self.lease_duration
+        if holder and lease_name(self.group, holder) != name:
+            # Not the Lease of the member it names (a leftover, or anyone's write): it keeps
+            # nobody alive, and is not ours to delete.
+            self._peers.pop(name, None)
+            if name not in self._ignored:
+                self._ignored.add(name)
+                _log.warning("shard ignores a Lease whose name is not its holder's", lease=name[:100], holder=holder[:100])
+            return
+        self._ignored.discard(name)
+        duration = declared_duration(spec.get("leaseDurationSeconds"), self._own.duration)
         annotations = (item.get("metadata") or {}).get("annotations") or {}
         url = annotations.get(STATUS_ANNOTATION, "") if isinstance(annotations, dict) else ""
         # A malformed URL is not announced: it would be sent to clients in a Location header.
@@ -679,11 +675,3 @@ def _name(item: dict[str, Any]) -> str:
     name = (item.get("metadata") or {}).get("name") if isinstance(item.get("metadata"), dict) else None
     return name if isinstance(name, str) else ""
 
-
-def default_identity() -> str:
-    """The pod name (``POD_NAME``, else the host name) made a DNS label, plus ``-`` and five
-    random characters: a pod restarted under the same name joins as a new member."""
-    base = os.environ.get("POD_NAME") or socket.gethostname() or "cpcreds"
-    base = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")[:40].strip("-") or "cpcreds"
-    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
-    return f"{base}-{suffix}"

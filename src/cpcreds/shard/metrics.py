@@ -1,6 +1,7 @@
-"""The shard's overlap series, read at scrape time from a :class:`~cpcreds.shard.Shard`:
+"""The shard's own series, read at scrape time from a :class:`~cpcreds.shard.Shard`:
 ``cpcreds_shard_overlap_fetches_total{reason}`` and ``cpcreds_shard_overlap_bound_seconds``
-(see :mod:`cpcreds.shard.overlap`). Imported only by what serves metrics."""
+(see :mod:`cpcreds.shard.overlap`), and ``cpcreds_shard_lease_contended`` (see
+:mod:`cpcreds.shard.ownlease`). Imported only by what serves metrics."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ __all__ = ["OverlapCollector"]
 
 class OverlapCollector(Collector):
     """Fetches of keys that moved here while their previous owner might still mint them, by why
-    the key moved (``joined``, ``expired``, ``released``), and the longest such window the
-    latest handover into this replica opened."""
+    the key moved (``joined``, ``expired``, ``released``), the longest such window the latest
+    handover into this replica opened, and whether this replica's Lease is held by another."""
 
     def __init__(self, shard: Any) -> None:  # a Shard (not imported: nothing here needs it)
         self.shard = shard
@@ -35,6 +36,11 @@ class OverlapCollector(Collector):
             "cpcreds_shard_overlap_bound_seconds",
             "The longest window the latest handover to this replica opened in which the previous owner might still fetch (at most the renew deadline).",
             value=float(overlap.bound),
+        )
+        yield GaugeMetricFamily(
+            "cpcreds_shard_lease_contended",
+            "1 while this replica's own Lease is held by another live holder (another process given the same identity): it then serves nothing.",
+            value=1.0 if self.shard.contended else 0.0,
         )
 
     def describe(self) -> Iterator[Any]:
