@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -48,6 +50,24 @@ def test_repr_and_str_never_show_the_private_key(pair) -> None:
         assert body[:24] not in text
         assert "PRIVATE KEY" not in text
     assert "client-certificate" in repr(credential)
+
+
+def test_a_subclass_declared_as_a_dataclass_never_shows_the_secrets(pair) -> None:
+    # A subclass made with @dataclass writes its own __repr__ from the fields: the secret fields
+    # are repr=False at the field, so that repr leaves them out too (issue 28, item 15).
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Labelled(Credential):
+        label: str = "x"
+
+    cert_pem, key_pem, _ = pair
+    made = [Labelled(token=TOKEN, label="mine"), Labelled(client_certificate_data=cert_pem, client_key_data=key_pem)]
+    for credential in made:
+        for text in (repr(credential), str(credential), repr([credential])):
+            assert TOKEN not in text and "PRIVATE KEY" not in text and _key_body(key_pem)[:24] not in text
+            assert "BEGIN CERTIFICATE" not in text
+    assert "label='mine'" in repr(made[0])
 
 
 # -- what a credential may hold ------------------------------------------------------------------
@@ -353,7 +373,7 @@ def test_credentials_from_answer_fields_are_the_ones_the_constructor_builds(toke
             credential = make()
         except ValueError as exc:
             return str(exc)
-        return type(credential), list(vars(credential).items())
+        return type(credential), [(f.name, getattr(credential, f.name)) for f in dataclasses.fields(credential)]
 
     moment = None
     if expiry:

@@ -51,7 +51,7 @@ def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
     assert heavy(loaded_after(code)) == []
     script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
     ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._record", "cpcreds._patterns"}
+    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._patterns"}
 
 
 @pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])
@@ -346,13 +346,12 @@ def test_reading_options_and_their_help_loads_nothing_heavy() -> None:
 
 
 #: What an exec plugin's run on the SDK runner does without (each costs a one-shot plugin
-#: milliseconds of its start): the dataclasses machinery (inspect, ast, dis, tokenize), pathlib
-#: (and the urllib.parse and ipaddress it imports) and logging.
-RUNNER_UNNEEDED = ("dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "logging")
+#: milliseconds of its start): pathlib (and the urllib.parse and ipaddress it imports) and logging.
+RUNNER_UNNEEDED = ("pathlib", "logging")
 
 
 @pytest.mark.parametrize("mode", ["exec", "kubelet"])
-def test_a_plugin_run_on_the_sdk_runner_loads_no_dataclasses_pathlib_or_logging(tmp_path: Path, mode: str) -> None:
+def test_a_plugin_run_on_the_sdk_runner_loads_no_pathlib_or_logging(tmp_path: Path, mode: str) -> None:
     # A provider with declared options that logs a debug event, run as its console scripts run
     # it: a new process answering one request (issue 19's console scripts), through provider_main
     # (KUBERNETES_EXEC_INFO with the cluster) or kubelet_plugin_main (a request on stdin).
@@ -407,79 +406,7 @@ def test_a_plugin_run_on_the_sdk_runner_loads_no_dataclasses_pathlib_or_logging(
     assert sorted(set(RUNNER_UNNEEDED) & loaded) == []
 
 
-# -- frozen records: the base types are dataclasses without importing dataclasses ------------------
-
-
-def _declare(decorate: Any, field: Any, **parameters: bool) -> type:
-    """One declaration with every feature the base types use, made a class by ``decorate``."""
-    namespace: dict[str, Any] = {}
-    exec(  # noqa: S102 - the same source for both decorators
-        textwrap.dedent(
-            """
-            class Shape:
-                '''A shape.'''
-                name: str
-                size: int = 3
-                tags: tuple = field(default_factory=lambda: ("a",))
-                secret: bytes = field(default=b"", repr=False)
-                labels: object = field(default=(), hash=False)
-                seen: object = field(default=None, init=False, compare=False)
-                key: str = field(init=False, repr=False)
-                def __post_init__(self):
-                    object.__setattr__(self, "key", f"{self.name}/{self.size}")
-            """
-        ),
-        {"field": field},
-        namespace,
-    )
-    return decorate(**parameters)(namespace["Shape"])
-
-
-@pytest.mark.parametrize("slots", [False, True], ids=["dict", "slots"])
-@pytest.mark.parametrize("kw_only", [False, True], ids=["positional", "kw_only"])
-@pytest.mark.parametrize("eq", [True, False], ids=["eq", "no-eq"])
-def test_a_frozen_record_behaves_as_the_frozen_dataclass_it_declares(kw_only: bool, eq: bool, slots: bool) -> None:
-    import copy
-    import dataclasses
-    import inspect
-
-    from cpcreds._record import frozen_record, record_field
-
-    parameters = {"kw_only": kw_only, "eq": eq, "slots": slots}
-    real = _declare(lambda **kw: dataclasses.dataclass(frozen=True, **kw), dataclasses.field, **parameters)
-    ours = _declare(frozen_record, record_field, **parameters)
-    assert str(inspect.signature(ours)) == str(inspect.signature(real))
-    assert ours.__match_args__ == real.__match_args__ and ours.__doc__ == real.__doc__
-    assert getattr(ours, "__slots__", None) == getattr(real, "__slots__", None)
-    assert dataclasses.is_dataclass(ours) and repr(ours.__dataclass_params__) == repr(real.__dataclass_params__)
-    described = [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash, f.kw_only) for f in dataclasses.fields(real)]
-    assert [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash, f.kw_only) for f in dataclasses.fields(ours)] == described
-    attributes = ("key", "seen", "size", "name")
-    assert [not slots and hasattr(ours, name) and getattr(ours, name) for name in attributes] == [
-        not slots and hasattr(real, name) and getattr(real, name) for name in attributes
-    ]  # class attributes as a dataclass leaves them
-
-    def state(value: Any) -> Any:
-        return vars(value) if not slots else {name: getattr(value, name) for name in real.__slots__}
-
-    made = [cls(name="x", size=5, secret=b"s", labels=[1]) for cls in (real, ours)]
-    assert repr(made[1]).replace(ours.__qualname__, "R") == repr(made[0]).replace(real.__qualname__, "R")
-    assert state(made[1]) == state(made[0])
-    assert dataclasses.asdict(made[1]) == dataclasses.asdict(made[0])
-    assert state(dataclasses.replace(made[1], size=6)) == state(dataclasses.replace(made[0], size=6))
-    hashable = ours(name="x", size=5, secret=b"s")
-    assert (made[1] == ours(name="x", size=5, secret=b"s", labels=[1])) is eq and (made[1] != ours(name="y")) is True
-    assert (hash(hashable) == hash(ours(name="x", size=5, secret=b"s"))) is eq  # by the fields, or by identity without eq
-    if eq:
-        assert hash(made[1]) == hash(ours(name="x", size=5, secret=b"s", labels=[2]))  # labels: hash=False (a list would not hash)
-    assert state(copy.deepcopy(made[1])) == state(made[1])  # pickle's protocol, as copy uses it
-    for value in made:
-        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'size'"):
-            value.size = 1
-        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
-            del value.name
-    with pytest.raises(TypeError):
-        ours("x", 5, ("a",), b"", (), 1) if not kw_only else ours("x")
+# -- the base types are dataclasses --------------------------------------------------------------
 
 
 def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> None:
@@ -505,6 +432,11 @@ def test_the_public_base_types_are_dataclasses_for_dataclasses_functions() -> No
 
     assert [f.name for f in dataclasses.fields(Labelled)][-1] == "label"
     assert Labelled(token="t", label="x").label == "x" and dataclasses.fields(type("Sub", (Credential,), {}))[0].name == "token"
+    if sys.version_info >= (3, 13):  # copy.replace is new in 3.13; dataclasses support it there
+        import copy
+
+        assert copy.replace(credential, token="u").token == "u"  # type: ignore[attr-defined]
+        assert copy.replace(plan, timeout=5.0).key == dataclasses.replace(plan, timeout=5.0).key  # type: ignore[attr-defined]
 
 
 # -- private names stay in their module ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ._record import frozen_record, record_field
+from dataclasses import dataclass, field
 from ._patterns import LazyPattern
 
 if TYPE_CHECKING:  # a base type: the pydantic models are not imported to build a Credential
@@ -69,7 +69,7 @@ def format_rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@frozen_record(repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class Credential:
     """A bearer token or a client certificate and key, with an optional expiry.
 
@@ -82,13 +82,15 @@ class Credential:
     the process). ``repr()`` and ``str()`` never show the token or the key.
     """
 
-    token: str | None = None
-    client_certificate_data: str | None = None
-    client_key_data: str | None = None
+    # repr=False at the field: a subclass declared with @dataclass writes its own __repr__, which
+    # must not show them either.
+    token: str | None = field(default=None, repr=False)
+    client_certificate_data: str | None = field(default=None, repr=False)
+    client_key_data: str | None = field(default=None, repr=False)
     expiration_timestamp: datetime | None = None
     #: The leaf certificate's validity, when a certificate was given (for rotation metrics).
-    certificate_not_before: datetime | None = record_field(default=None, init=False, compare=False)
-    certificate_not_after: datetime | None = record_field(default=None, init=False, compare=False)
+    certificate_not_before: datetime | None = field(default=None, init=False, compare=False)
+    certificate_not_after: datetime | None = field(default=None, init=False, compare=False)
 
     def __post_init__(self) -> None:
         token = self.token or None
@@ -106,11 +108,12 @@ class Credential:
         expiry = self.expiration_timestamp
         if expiry is not None and expiry.tzinfo is None:
             raise ValueError("expiration_timestamp must be timezone-aware")
+        not_before = not_after = None  # set here, not by default: a subclass's __init__ skips slots
         if cert is not None and key is not None:
             not_before, not_after, readable_key = _check_key_pair(cert, key)
             object.__setattr__(self, "client_key_data", readable_key)
-            object.__setattr__(self, "certificate_not_before", not_before)
-            object.__setattr__(self, "certificate_not_after", not_after)
+        object.__setattr__(self, "certificate_not_before", not_before)
+        object.__setattr__(self, "certificate_not_after", not_after)
 
     @classmethod
     def from_status(cls, status: ExecCredentialStatus) -> Credential:
@@ -230,13 +233,6 @@ def credential_from_status_fields(
     """:meth:`from_status` for the status fields as read from the wire (``expirationTimestamp``
     as RFC 3339 text, possibly empty or None), without building the model."""
     expiry = parse_rfc3339(expiration_timestamp) if expiration_timestamp else None
-    if type(token) is str and token and not client_certificate_data and not client_key_data and "\r" not in token and "\n" not in token:
-        # A token alone (nearly every answer), which __post_init__ would leave as it is:
-        # filled in one step rather than field by field, as this runs right after a plugin
-        # exited, when every step costs several times its usual.
-        credential = object.__new__(cls)
-        credential.__dict__.update(token=token, client_certificate_data=None, client_key_data=None, expiration_timestamp=expiry)
-        return credential
     return cls(
         token=token,
         client_certificate_data=client_certificate_data,

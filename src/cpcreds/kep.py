@@ -13,7 +13,7 @@ import base64
 import binascii
 from typing import Any
 
-from ._record import frozen_record, record_field
+from dataclasses import dataclass, field
 from ._patterns import LazyPattern
 
 __all__ = [
@@ -65,7 +65,7 @@ def unpassable_text(value: str) -> str | None:
     return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
 
 
-@frozen_record(kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecCluster:
     """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire,
     see :func:`cpcreds.plan.cluster_to_wire`), and what ``AccessPlan.cluster`` holds.
@@ -80,7 +80,7 @@ class ExecCluster:
     server: str
     tls_server_name: str = ""
     insecure_skip_tls_verify: bool = False
-    certificate_authority_data: bytes = record_field(default=b"", repr=False)
+    certificate_authority_data: bytes = field(default=b"", repr=False)
     proxy_url: str = ""
     disable_compression: bool = False
     config: Any = None

@@ -17,7 +17,7 @@ from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
 from typing import Any
 
-from ._record import frozen_record, record_field
+from dataclasses import dataclass, field
 from .kep import ExecCluster
 from ._patterns import LazyPattern
 from .logs import redact_text
@@ -89,7 +89,7 @@ def mask_env(env: Iterable[tuple[str, str]]) -> list[str]:
     return [f"{name}={MASK}" for name, _ in env]
 
 
-@frozen_record(repr=False)
+@dataclass(frozen=True, slots=True, repr=False)
 class ExecSpec:
     """The exec plugin invocation for one plan: the entry's ExecConfig after the policies."""
 
@@ -191,7 +191,7 @@ def cluster_json(cluster: ExecCluster, encoder: json.JSONEncoder) -> str:
     return compact_json(cluster_to_wire(cluster), encoder)
 
 
-@frozen_record(eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True)
 class AccessPlan:
     """Everything needed to get one credential, frozen; equal plans share a cached credential.
 
@@ -207,9 +207,9 @@ class AccessPlan:
     kind: str
     cluster: ExecCluster
     exec: ExecSpec | None = None
-    options: Mapping[str, Any] = record_field(default_factory=lambda: MappingProxyType({}))
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = 60.0
-    key: str = record_field(init=False, repr=False)
+    key: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", _plan_key(self))

@@ -43,7 +43,7 @@ from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
 from ._parse import Limits, load_or_raise
-from ._record import frozen_record
+from dataclasses import dataclass
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from ._patterns import LazyPattern
@@ -80,7 +80,7 @@ class PluginRequestError(CredentialError, ValueError):
     """KUBERNETES_EXEC_INFO is present but not a usable ExecCredential request."""
 
 
-@frozen_record()
+@dataclass(frozen=True, slots=True)
 class PluginRequest:
     """What the client asked: the apiVersion to answer in, whether stdin is ours, the cluster.
 

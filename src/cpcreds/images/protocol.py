@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from .._durations import duration_ns, format_duration
 from .._parse import Limits, load_or_raise
-from .._record import frozen_record, record_field
+from dataclasses import dataclass, field
 from .._show import shown
 from ..errors import CredentialError
 
@@ -140,7 +140,7 @@ def _json_type(value: Any) -> str:
 # -- types ------------------------------------------------------------------------------------
 
 
-@frozen_record(slots=True)  # a frozen dataclass, without importing dataclasses (cpcreds._record)
+@dataclass(frozen=True, slots=True)
 class AuthConfig:
     """Credentials for one registry key: a username and a password (both may be empty).
 
@@ -148,7 +148,7 @@ class AuthConfig:
     """
 
     username: str = ""
-    password: str = record_field(default="", repr=False)
+    password: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.username, str) or not isinstance(self.password, str):
@@ -165,7 +165,7 @@ _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 _NO_AUTH: Mapping[str, AuthConfig] = MappingProxyType({})
 
 
-@frozen_record(slots=True)  # a frozen dataclass, without importing dataclasses (cpcreds._record)
+@dataclass(frozen=True, slots=True)
 class CredentialProviderRequest:
     """What the kubelet asks a plugin: credentials for ``image``.
 
@@ -177,8 +177,8 @@ class CredentialProviderRequest:
     """
 
     image: str
-    service_account_token: str | None = record_field(default=None, repr=False)
-    service_account_annotations: Mapping[str, str] = record_field(default_factory=lambda: _NO_ANNOTATIONS, hash=False)
+    service_account_token: str | None = field(default=None, repr=False)
+    service_account_annotations: Mapping[str, str] = field(default_factory=lambda: _NO_ANNOTATIONS, hash=False)
     api_version: str = API_VERSION_V1
 
     def __post_init__(self) -> None:
@@ -202,7 +202,7 @@ class CredentialProviderRequest:
         return f"CredentialProviderRequest(image={self.image!r}{token}{annotations}, api_version={self.api_version!r})"
 
 
-@frozen_record(slots=True)  # a frozen dataclass, without importing dataclasses (cpcreds._record)
+@dataclass(frozen=True, slots=True)
 class CredentialProviderResponse:
     """A plugin's answer, without its apiVersion (which is always the request's).
 
@@ -214,7 +214,7 @@ class CredentialProviderResponse:
     """
 
     cache_key_type: str
-    auth: Mapping[str, AuthConfig] = record_field(default_factory=lambda: _NO_AUTH, hash=False)
+    auth: Mapping[str, AuthConfig] = field(default_factory=lambda: _NO_AUTH, hash=False)
     cache_duration: float | None = None
 
     def __post_init__(self) -> None:
