@@ -31,8 +31,12 @@ out are temporary keys of :class:`FakeAWS`, so STS accepts them.
 
 Both record what they saw (:attr:`seen`) and take faults for their next requests (:meth:`fail`,
 with :class:`~tests.fakes.http.Fault`: an error status and body, an answer that never comes,
-a body cut off). Fault endpoints: ``sts`` (GetCallerIdentity), ``assume-role``,
+a body cut off, a body without end). Fault endpoints: ``sts`` (GetCallerIdentity), ``assume-role``,
 ``web-identity``, ``ecr``; ``imds-token``, ``imds-credentials``, ``container``.
+
+:class:`FakeAWSMetadata` also counts the bytes of every answer it wrote (:meth:`FakeAWSMetadata.sent`):
+a body without end stops when the client hangs up (``hung_up``) or, so that a client that never
+stops reading cannot exhaust the test machine, at :attr:`FakeAWSMetadata.stream_cap` (``capped``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ __all__ = [
     "FakeAWS",
     "FakeAWSMetadata",
     "Fault",
+    "Sent",
     "SeenCall",
     "sigv4_signature",
 ]
@@ -439,7 +444,8 @@ class FakeAWS(LoopbackServer):
         data = {
             "authorizationToken": base64.b64encode(f"AWS:{password}".encode()).decode(),
             "expiresAt": expires_at.timestamp(),
-            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com",
+            # ECR answers for the registry of the region it was asked in.
+            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else ""),
         }
         return Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
 
@@ -471,6 +477,38 @@ def _xml(status: int, document: str) -> Reply:
     return Reply(status, document.encode(), "text/xml")
 
 
+@dataclass
+class Sent:
+    """What the fake wrote for one answer: to which endpoint, how many bytes, and how it ended:
+    the client hung up mid-answer (a write failed), or the fake gave up at its cap."""
+
+    endpoint: str
+    bytes: int = 0
+    hung_up: bool = False
+    capped: bool = False
+
+
+class _CountingWriter:
+    # Stands in for a handler's wfile: counts what the client was sent and stops at the cap.
+    def __init__(self, inner: Any, record: Sent, cap: int) -> None:
+        self.inner, self.record, self.cap = inner, record, cap
+
+    def write(self, data: bytes) -> int:
+        if self.record.bytes >= self.cap:
+            self.record.capped = True
+            raise BrokenPipeError("the fake's cap on one answer")
+        try:
+            written = self.inner.write(data)
+        except OSError:
+            self.record.hung_up = True
+            raise
+        self.record.bytes += len(data)
+        return written
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
 class FakeAWSMetadata(LoopbackServer):
     """IMDSv2 and the container credentials endpoint on one loopback HTTP server, handing out
     temporary keys of ``aws`` for ``role_arn``."""
@@ -482,7 +520,32 @@ class FakeAWSMetadata(LoopbackServer):
         self.container_authorization = container_authorization
         #: Keys handed out, in order.
         self.handed_out: list[AwsKeys] = []
+        #: Bytes after which one answer is given up (a body without end included).
+        self.stream_cap = 64 * 1024 * 1024
         self._imds_tokens: set[str] = set()
+        self._sent: list[Sent] = []
+        self._sent_changed = threading.Condition(self._lock)
+
+    def sent(self, endpoint: str, *, timeout: float = 60.0) -> Sent:
+        """The first finished answer to ``endpoint`` (waiting up to ``timeout`` seconds for it)."""
+        with self._sent_changed:
+            self._sent_changed.wait_for(lambda: any(r.endpoint == endpoint for r in self._sent), timeout)
+            for record in self._sent:
+                if record.endpoint == endpoint:
+                    return record
+        raise AssertionError(f"no answer to {endpoint} finished within {timeout}s")
+
+    def _dispatch(self, handler: Handler, body: bytes) -> None:
+        record = Sent(self._endpoint(handler.command, urlsplit(handler.path).path))
+        inner = handler.wfile
+        handler.wfile = _CountingWriter(inner, record, self.stream_cap)  # type: ignore[assignment]
+        try:
+            super()._dispatch(handler, body)
+        finally:
+            handler.wfile = inner
+            with self._sent_changed:
+                self._sent.append(record)
+                self._sent_changed.notify_all()
 
     @property
     def container_url(self) -> str:

@@ -104,7 +104,7 @@ def test_malformed_xml_from_sts(aws, user, spoke, role_engine) -> None:
     aws.fail("assume-role", status=200, body=b"<AssumeRoleResponse><AssumeRoleResult><Credentials>" + user.secret_key.encode())
     with pytest.raises(CredentialError) as caught:
         role_engine().get_credential(profile(spoke))
-    assert "not a valid answer" in str(caught.value)
+    assert "STS AssumeRole answered with a body that is not a valid answer" in str(caught.value)
     _one_line_without(str(caught.value), user.secret_key)
 
 

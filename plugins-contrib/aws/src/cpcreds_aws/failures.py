@@ -5,8 +5,10 @@ answer) or a presigned URL."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["describe", "Unusable", "LOGIN_SOURCES"]
+__all__ = ["describe", "operation", "Unusable", "LOGIN_SOURCES"]
 
 # AWS error codes are words (Throttling, AccessDenied, InvalidIdentityToken.Expired).
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9.]{0,63}")
@@ -30,6 +32,18 @@ _NO_CREDENTIALS = (
 
 class Unusable(Exception):
     """An answer that parsed but cannot be used; its message is ours and safe to show."""
+
+
+@contextmanager
+def operation(name: str) -> Iterator[None]:
+    """Within it, an answer botocore cannot parse is said to be ``name``'s (``STS AssumeRole``):
+    botocore's parser error does not say which call it was parsing."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_parser_error(exc):
+            raise Unusable(f"{name} answered with a body that is not a valid answer") from None
+        raise
 
 
 def _seconds(value: float) -> str:
@@ -93,3 +107,4 @@ def _endpoint(exc: BaseException) -> str:
     url = str(getattr(exc, "kwargs", {}).get("endpoint_url") or "")
     base = url.split("?", 1)[0]
     return base if re.fullmatch(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._\-/]*)?", base) else "an AWS endpoint"
+

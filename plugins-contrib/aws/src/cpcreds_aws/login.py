@@ -17,7 +17,10 @@ one and a shared config file exists (its default profile's ``region``). The one 
 shared files are then not read, so a malformed one that botocore would refuse goes unnoticed.
 
 botocore's credentials object refreshes itself (web identity, container and instance credentials
-expire); an assumed role's keys are kept until five minutes before they expire.
+expire); an assumed role's keys are kept until fifteen minutes before they expire. What the
+instance metadata service and the container endpoint answer is read within the fetch's deadline
+and a size limit (:mod:`cpcreds_aws.metadata`). Keys carry their expiry as their source gave it
+(not as botocore extended it), so that no token is said to outlive them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .failures import LOGIN_SOURCES, Unusable
+from .failures import LOGIN_SOURCES, Unusable, operation
 from .options import AwsOptions
 from .token import Keys
 
@@ -48,6 +51,7 @@ class Login:
         self._session: Any = None
         self._credentials: Any = None
         self._role: tuple[Keys, datetime] | None = None
+        self._metadata: tuple[Any, Any] | None = None  # MetadataHTTP of IMDS and the container endpoint
 
     def region(self) -> str | None:
         """The option, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, else the profile's."""
@@ -63,6 +67,8 @@ class Login:
         """Keys to sign with: the chain's, then the assumed role's when ``roleArn`` is set.
         botocore's exceptions pass through (see :func:`cpcreds_aws.failures.describe`)."""
         with self._lock:
+            for http in self._metadata or ():
+                http.begin(timeout)
             base = self._chain_keys(timeout)
             if self.options.role_arn is None:
                 return base
@@ -112,8 +118,9 @@ class Login:
                     raise NoCredentialsError()
                 self._credentials = credentials
             frozen = self._credentials.get_frozen_credentials()  # refreshes refreshable credentials
-            return Keys(frozen.access_key, frozen.secret_key, frozen.token)
-        except (BotoCoreError, ClientError):
+            source = LOGIN_SOURCES.get(str(getattr(self._credentials, "method", "")), "a login source")
+            return Keys(frozen.access_key, frozen.secret_key, frozen.token, self._expiry(frozen.access_key), source)
+        except (BotoCoreError, ClientError, Unusable):
             raise
         except Exception as exc:  # noqa: BLE001 - botocore trusts some answers' shape (KeyError, TypeError)
             source = LOGIN_SOURCES.get(str(getattr(self._credentials, "method", "")), "a login source")
@@ -131,8 +138,25 @@ class Login:
             session = botocore.session.Session(profile=self.options.profile)
             # The clients the chain makes (web identity's STS) are bounded as ours are.
             session.set_default_client_config(_client_config(timeout))
+            from .metadata import bound_metadata_fetchers
+
+            self._metadata = bound_metadata_fetchers(session)
+            for http in self._metadata:
+                http.begin(timeout)
             self._session = session
         return self._session
+
+    def _expiry(self, access_key: str) -> datetime | None:
+        # As the endpoint that handed the keys out said it (botocore moves IMDS's forward when it
+        # is near), else as botocore holds it: RefreshableCredentials has no public accessor.
+        for http in self._metadata or ():
+            said = http.expiry_of(access_key)
+            if said is not None:
+                return said
+        held = getattr(self._credentials, "_expiry_time", None)
+        if not isinstance(held, datetime):
+            return None
+        return held if held.tzinfo else held.replace(tzinfo=timezone.utc)
 
     def _assume_role(self, base: Keys, timeout: float) -> tuple[Keys, datetime]:
         session = self._botocore_session(timeout)
@@ -153,18 +177,23 @@ class Login:
         if self.options.external_id is not None:
             arguments["ExternalId"] = self.options.external_id
         try:
-            answer = sts.assume_role(**arguments)
+            with operation("STS AssumeRole"):
+                answer = sts.assume_role(**arguments)
         finally:
             sts.close()
         credentials = answer.get("Credentials") if isinstance(answer, dict) else None
         try:
-            keys = Keys(str(credentials["AccessKeyId"]), str(credentials["SecretAccessKey"]), str(credentials["SessionToken"]))
             expiry = credentials["Expiration"]
-            if not isinstance(expiry, datetime) or not all(keys):
+            if not isinstance(expiry, datetime):
+                raise TypeError
+            expiry = expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
+            keys = Keys(str(credentials["AccessKeyId"]), str(credentials["SecretAccessKey"]), str(credentials["SessionToken"]),
+                        expiry, "STS AssumeRole (roleArn)")
+            if not all(keys[:3]):
                 raise TypeError
         except (KeyError, TypeError):
             raise Unusable("STS AssumeRole answered without credentials") from None
-        return keys, expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
+        return keys, expiry
 
 
 def _config_file_exists() -> bool:

@@ -11,11 +11,12 @@ EKS cluster of a fleet whose profiles name their cluster. The options are
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from cpcreds.sdk import Credential, ProviderError, get_logger, shown
 
-from .failures import describe
+from .failures import describe, operation
 from .login import Login
 from .options import CLUSTER_NAME, AwsOptions
 from .token import eks_token
@@ -27,6 +28,15 @@ if TYPE_CHECKING:  # an exec plugin's run loads neither the plan nor the KEP-213
 __all__ = ["AwsProvider"]
 
 _log = get_logger(__name__)
+
+
+def _shown_image(image: object, limit: int = 80) -> str:
+    # The image as the kubelet named it (an image name holds no secret), quoted and cut short: a
+    # long name still says which image it was.
+    if not isinstance(image, str):
+        return shown(image)
+    text = repr(image) if image.isprintable() else ascii(image)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _budget(timeout: float) -> float:
@@ -57,7 +67,17 @@ class AwsProvider:
             problem = describe(exc, plan.timeout)
         if problem is not None:
             raise ProviderError(f"aws: {problem}", provider=plan.provider)
-        token, expiry = eks_token(keys, cluster, region)
+        now = datetime.now(timezone.utc)
+        if keys.expires_at is not None and keys.expires_at <= now:
+            # botocore hands out expired instance keys while IMDS cannot renew them ("static
+            # stability"), saying so only at INFO; STS refuses what they sign.
+            expired = keys.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            _log.warning("aws keys expired", source=keys.source, expired_at=expired, access_key=keys.access_key)
+            raise ProviderError(f"aws: the keys from {keys.source or 'the login source'} expired at {expired}: "
+                                "a token they signed would be refused", provider=plan.provider)
+        token, expiry = eks_token(keys, cluster, region, now=now)
+        if keys.expires_at is not None and keys.expires_at < expiry:
+            expiry = keys.expires_at  # STS refuses the token once its signing keys have expired
         _log.debug("eks token signed", cluster=cluster, region=region or "global", access_key=keys.access_key)
         return Credential(token=token, expiration_timestamp=expiry)
 
@@ -69,13 +89,15 @@ class AwsProvider:
         registry = ecr_registry(request.image)
         if registry is None:
             raise ProviderError(
-                f"aws: image {shown(request.image)} is not in an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com)", provider=self.kind
+                f"aws: image {_shown_image(request.image)} is not in an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com)",
+                provider=self.kind,
             )
         problem = None
         try:
             client = self._login.client("ecr", registry.region, _budget(timeout), fips=registry.fips)
             try:
-                answer = client.get_authorization_token()
+                with operation("ECR GetAuthorizationToken"):
+                    answer = client.get_authorization_token()
             finally:
                 client.close()
             return image_response(registry, answer)

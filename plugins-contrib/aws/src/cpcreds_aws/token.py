@@ -32,11 +32,14 @@ _PARAMS = {"Action": "GetCallerIdentity", "Version": "2011-06-15"}
 
 
 class Keys(NamedTuple):
-    """What signing needs (botocore's ReadOnlyCredentials shape); ``repr`` shows the key id only."""
+    """What signing needs (botocore's ReadOnlyCredentials shape), and for temporary keys when
+    they expire and where they came from (in a user's words); ``repr`` shows the key id only."""
 
     access_key: str
     secret_key: str
     token: str | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
 
     def __repr__(self) -> str:
         return f"Keys(access_key={self.access_key!r}, secret_key=..., token={'...' if self.token else None})"
