@@ -5,10 +5,14 @@ with opens a registry that trusts ECR's tokens."""
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("cpcreds_aws", reason="install plugins-contrib/aws")
 
@@ -98,3 +102,79 @@ def test_ecr_refusing_is_one_line_without_the_answer(aws, user, run_command) -> 
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and user.secret_key not in result.stderr
     assert "ECR GetAuthorizationToken answered HTTP 400 (AccessDeniedException)" in result.stderr
+
+
+def test_a_long_image_outside_ecr_is_shown_shortened(aws, user, run_command) -> None:
+    image = "registry.example.com/" + "team/" * 30 + "app:1"
+    result = _run(run_command, image)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "registry.example.com/team/team" in result.stderr and "..." in result.stderr
+    assert "the value" not in result.stderr
+    assert len(result.stderr) < 300
+
+
+def _answer(*entries: dict) -> bytes:
+    return json.dumps({"authorizationData": list(entries)}).encode()
+
+
+def _entry(password: str, expires_at: float, endpoint: str = f"https://{HOST}") -> dict:
+    token = base64.b64encode(f"AWS:{password}".encode()).decode()
+    return {"authorizationToken": token, "expiresAt": expires_at, "proxyEndpoint": endpoint}
+
+
+# ECR's expiresAt is epoch seconds; botocore turns it into a datetime (at most the end of year 9999).
+_LAST_SECOND = 253402300799.0
+_LIFETIMES = st.floats(min_value=10, max_value=_LAST_SECOND, allow_nan=False)
+
+
+def test_the_cache_duration_is_at_most_six_hours(aws, user) -> None:
+    provider = AwsProvider({})  # one botocore session for every example: its ECR model loads once
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(lifetime=_LIFETIMES)
+    def answer(lifetime: float) -> None:
+        aws.fail("ecr", status=200, body=_answer(_entry("pw-" + "k" * 20, min(time.time() + lifetime, _LAST_SECOND))))
+        response = provider.get_image_credential(CredentialProviderRequest(image=ECR_IMAGE), timeout=5)
+        assert 0 <= response.cache_duration <= 6 * 3600
+        aws.clear_faults()
+
+    answer()
+
+
+def test_a_token_valid_for_millennia_is_cached_six_hours_by_the_kubelet(aws, user, run_command) -> None:
+    aws.fail("ecr", status=200, body=_answer(_entry("pw-" + "k" * 20, 253402300799.0)))
+    result = _run(run_command, ECR_IMAGE)
+    assert result.returncode == 0, result.stderr
+    assert parse_response(result.stdout.encode(), API_VERSION_V1).cache_duration == 6 * 3600
+
+
+_OTHER_HOSTS = st.sampled_from([
+    "https://444455556666.dkr.ecr.us-west-2.amazonaws.com",
+    "https://111122223333.dkr.ecr.eu-west-1.amazonaws.com",
+    "https://registry.example.com",
+    "",
+])
+
+
+def test_the_entry_for_the_requested_registry_is_used_or_none(aws, user) -> None:
+    provider = AwsProvider({})
+    request = CredentialProviderRequest(image=ECR_IMAGE)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(before=st.lists(_OTHER_HOSTS, max_size=3), after=st.lists(_OTHER_HOSTS, max_size=3), ours=st.booleans())
+    def answer(before: list[str], after: list[str], ours: bool) -> None:
+        later = time.time() + 12 * 3600
+        entries = [_entry(f"other-{i}-" + "x" * 20, later, host) for i, host in enumerate(before)]
+        if ours:
+            entries.append(_entry("ours-" + "y" * 20, later))
+        entries += [_entry(f"after-{i}-" + "z" * 20, later, host) for i, host in enumerate(after)]
+        aws.fail("ecr", status=200, body=_answer(*entries))
+        if ours:
+            assert provider.get_image_credential(request, timeout=5).auth == {HOST: AuthConfig("AWS", "ours-" + "y" * 20)}
+        else:
+            with pytest.raises(ProviderError, match="(no|without) authorizationData") as caught:
+                provider.get_image_credential(request, timeout=5)
+            assert "other-" not in str(caught.value) and "after-" not in str(caught.value)
+        aws.clear_faults()
+
+    answer()

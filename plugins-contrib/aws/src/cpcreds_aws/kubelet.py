@@ -5,8 +5,11 @@ Only ECR registries are answered for: ``<account>.dkr.ecr.<region>.amazonaws.com
 ``.amazonaws.com.cn``, the ``dkr.ecr-fips`` FIPS hosts, the dual-stack ``on.aws`` names and the
 isolated partitions' suffixes), with the same pattern as ecr-credential-provider. The token is
 asked of the registry's region (its FIPS endpoint for a FIPS host); the answer is the
-decoded ``user:password`` (user ``AWS``) for the registry's host, ``cacheKeyType: Registry``,
-cached for half the token's remaining lifetime (ECR tokens live 12 hours: 6h).
+decoded ``user:password`` (user ``AWS``) of the ``authorizationData`` entry whose
+``proxyEndpoint`` is the registry's (its account and region; none such: an error), for the
+registry's host, ``cacheKeyType: Registry``, cached for half the token's remaining lifetime and
+never longer than 6 hours (ECR tokens live 12: an ``expiresAt`` far ahead is broken or hostile,
+and would set the kubelet's cache for as long).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from cpcreds.sdk import CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderRespon
 
 from .failures import Unusable
 
-__all__ = ["ECR_HOST", "EcrRegistry", "ecr_registry", "image_response"]
+__all__ = ["ECR_HOST", "MAX_CACHE_SECONDS", "EcrRegistry", "ecr_registry", "image_response"]
 
 #: ecr-credential-provider's pattern (cloud-provider-aws, cmd/ecr-credential-provider).
 ECR_HOST = re.compile(
@@ -32,6 +35,8 @@ ECR_HOST = re.compile(
 )
 # ECR's password is a few KiB; the decoded token is bounded to refuse nonsense early.
 _MAX_TOKEN_CHARS = 64 * 1024
+#: The longest cache duration answered: half of an ECR token's 12 hours.
+MAX_CACHE_SECONDS = 6 * 3600
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,12 @@ def image_response(registry: EcrRegistry, answer: Any, now: datetime | None = No
     """The response for ECR's ``GetAuthorizationToken`` ``answer`` (botocore's parsed dict).
     Raises :class:`~cpcreds_aws.failures.Unusable` saying what is wrong with an answer that is not usable (never quoting it)."""
     data = answer.get("authorizationData") if isinstance(answer, dict) else None
-    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+    if not isinstance(data, list) or not data:
         raise Unusable("ECR GetAuthorizationToken answered without authorizationData")
-    token, expires_at = data[0].get("authorizationToken"), data[0].get("expiresAt")
+    entry = next((item for item in data if isinstance(item, dict) and _is_for(item.get("proxyEndpoint"), registry)), None)
+    if entry is None:
+        raise Unusable(f"ECR GetAuthorizationToken answered no authorizationData for {registry.host}")
+    token, expires_at = entry.get("authorizationToken"), entry.get("expiresAt")
     if not isinstance(token, str) or not 0 < len(token) <= _MAX_TOKEN_CHARS:
         raise Unusable("ECR GetAuthorizationToken answered without an authorizationToken")
     try:
@@ -73,7 +81,17 @@ def image_response(registry: EcrRegistry, answer: Any, now: datetime | None = No
     if remaining <= 0:
         raise Unusable("ECR GetAuthorizationToken answered with a token that has already expired")
     half = remaining / 2
-    seconds = math.floor(half) if math.isfinite(half) and half >= 1 else 0
+    seconds = min(math.floor(half), MAX_CACHE_SECONDS) if math.isfinite(half) and half >= 1 else 0
     return CredentialProviderResponse(
         CACHE_KEY_REGISTRY, {registry.host: AuthConfig(username=username, password=password)}, cache_duration=seconds
     )
+
+
+def _is_for(endpoint: object, registry: EcrRegistry) -> bool:
+    # ECR names the registry a token opens by URL (https://<account>.dkr.ecr.<region>.amazonaws.com):
+    # the same account and region as the image's host, whichever of its names (FIPS, dual-stack) that is.
+    if not isinstance(endpoint, str) or len(endpoint) > 300:
+        return False
+    host = endpoint.removeprefix("https://").split("/", 1)[0].lower()
+    match = ECR_HOST.fullmatch(host)
+    return match is not None and match["account"] == registry.account and match["region"] == registry.region
