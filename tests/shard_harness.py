@@ -79,6 +79,16 @@ class Replica:
     def readyz(self) -> int:
         return self.get("/readyz")[0]
 
+    def sample(self, name: str) -> float | None:
+        """One unlabelled sample of ``/metrics`` (None when absent)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        for family in text_string_to_metric_families(self.get("/metrics")[2]):
+            for sample in family.samples:
+                if sample.name == name and not sample.labels:
+                    return sample.value
+        return None
+
     def overlap(self) -> tuple[dict[str, float], float]:
         """From ``/metrics``: overlap fetches by reason, and the overlap bound (seconds)."""
         from prometheus_client.parser import text_string_to_metric_families

@@ -241,3 +241,19 @@ def test_a_peer_announcing_a_malformed_status_url_gets_no_redirect_and_no_header
     assert status == 503 and "announces no status URL" in json.loads(body)["message"]
     listing = json.loads(service.get("/v1/clusters")[2])
     assert listing["shard"]["members"] == [{"identity": "evil", "statusUrl": ""}, {"identity": "r0", "statusUrl": service.url}]
+
+
+def test_two_replicas_given_one_identity_serve_each_profile_once_and_the_one_left_out_is_not_ready_and_says_why(fleet_on_hub: Any) -> None:
+    keys = fleet_on_hub.put(60)
+    replicas = [fleet_on_hub("r1", 1), fleet_on_hub("twin", 2), fleet_on_hub("twin", 3)]
+    # One twin holds the Lease and serves twin's share; the other serves nothing.
+    shares = split(replicas, keys, timeout=30)
+    assert shares["r1"] | shares["twin"] == set(keys) and not shares["r1"] & shares["twin"]
+    twins = replicas[1:]
+    until(lambda: sorted(t.readyz() for t in twins) == [200, 503], timeout=20, what="one twin ready, the other not")
+    left_out = next(t for t in twins if t.readyz() == 503)
+    holder = next(t for t in twins if t is not left_out)
+    status, _, reason = left_out.get("/readyz")
+    assert status == 503 and "held by another replica" in reason and "'twin'" in reason
+    assert left_out.sample("cpcreds_shard_lease_contended") == 1.0 and holder.sample("cpcreds_shard_lease_contended") == 0.0
+    assert left_out.ready_keys() == set()

@@ -184,6 +184,10 @@ class Shard:
         self._started = False
         self._registries: list[Any] = []  # where register_metrics() put this shard's series
 
+    #: The Lease name of an identity in a group: ``Shard.lease_name_for(group, identity)``
+    #: (:func:`~cpcreds.shard.rules.lease_name`; docs/sharding.md says the rule).
+    lease_name_for = staticmethod(lease_name)
+
     def __repr__(self) -> str:
         return f"Shard(group={self.group!r}, namespace={self.namespace!r}, identity={self.identity!r})"
 
