@@ -377,6 +377,21 @@ def test_billion_laughs_fails_fast_and_small_in_every_loader(tmp_path: Path) -> 
     assert isinstance(error, DocumentError) and error.kind == "aliases"
 
 
+def test_a_small_profile_file_cannot_expand_past_the_size_limit_through_aliases(tmp_path: Path) -> None:
+    # One 20 KB string aliased 1,000 times: 25 KB of file, 20 MB once written out (a folder
+    # profile is held packed as its JSON text, with every alias written out). Refused as the
+    # aliases are read, before anything is built that large (issue 28, item 13).
+    text = "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: big}\n"
+    text += "status:\n  big: &x " + "a" * 20_000 + "\n  copies:\n" + "    - *x\n" * 1000
+    assert len(text) < 40_000
+    error = bounded(load_profiles, write(tmp_path, "big.yaml", text), seconds=2, megabytes=30)
+    assert_clean(error)
+    assert "expands to more than 16 MiB (through aliases)" in str(error)
+    # Aliases that stay within the bound are read as before.
+    fine = text.replace("a" * 20_000, "a" * 100)
+    assert len(json.dumps(load_profiles(write(tmp_path, "fine.yaml", fine))[0])) > 100_000
+
+
 def test_recursive_alias_is_refused() -> None:
     with pytest.raises(DocumentError, match="alias refers to a node that contains it"):
         load_document("a: &x [1, *x]", source="x")

@@ -10,8 +10,10 @@ Config files, ClusterProfile files and exec-plugin answers are all read through
   the parser's event stream by an iterative builder (no recursion, so 25,000 levels of ``[``
   cannot overflow the C stack); JSON is pre-scanned for its bracket depth before ``json.loads``.
 - **Aliases**: YAML aliases are counted (at most ``max_aliases``) and the size of what they expand
-  to is counted too (at most ``max_nodes`` values in all): a "billion laughs" document fails after
-  a few dozen events. An alias to an enclosing node (a recursive structure) is refused.
+  to is counted too: at most ``max_nodes`` values in all, and at most ``max_bytes`` of text once
+  written out (a document may not expand past the size it could have had without aliases). A
+  "billion laughs" document fails after a few dozen events. An alias to an enclosing node (a
+  recursive structure) is refused.
 - **Duplicate mapping keys** are an error naming the key and its line (Go's yaml.v3 and
   sigs.k8s.io/yaml refuse them too; PyYAML and ``json`` silently keep the last one).
 - **Keys are strings**: a YAML key is taken as written (``1: x`` gives the key ``"1"``, as
@@ -186,7 +188,7 @@ def load_document(
             value = _one_json_object(text)
             if value is not _NOT_READ:
                 return value
-    documents = _load_text(_text(data, source, max_bytes), source, syntax, max_depth, max_aliases, max_nodes)
+    documents = _load_text(_text(data, source, max_bytes), source, syntax, max_bytes, max_depth, max_aliases, max_nodes)
     if len(documents) > 1:
         raise DocumentError(f"holds {len(documents)} documents; expected one", source=source, kind="documents")
     return documents[0] if documents else None
@@ -254,10 +256,10 @@ def load_documents(
     max_nodes: int = DEFAULT_MAX_NODES,
 ) -> list[Any]:
     """Parse every document of a YAML stream (or the one JSON document) into a list."""
-    return _load_text(_text(data, source, max_bytes), source, syntax, max_depth, max_aliases, max_nodes)
+    return _load_text(_text(data, source, max_bytes), source, syntax, max_bytes, max_depth, max_aliases, max_nodes)
 
 
-def _load_text(text: str, source: str, syntax: Syntax, max_depth: int, max_aliases: int, max_nodes: int) -> list[Any]:
+def _load_text(text: str, source: str, syntax: Syntax, max_bytes: int, max_depth: int, max_aliases: int, max_nodes: int) -> list[Any]:
     if syntax == "json" or (syntax == "auto" and text.lstrip()[:1] in ("{", "[")):
         try:
             return [_load_json(text, source, max_depth)]
@@ -265,14 +267,7 @@ def _load_text(text: str, source: str, syntax: Syntax, max_depth: int, max_alias
             if syntax == "json" or exc.kind != "syntax":
                 raise
         # Not JSON: YAML flow style ({a: 1}) starts the same way.
-    # The usual hand-written file is read without PyYAML (~12 ms to import); anything else, or
-    # anything wrong, is read by the builder below, which words the error.
-    from ._yamlsubset import DECLINED, read
-
-    value = read(text, _plain, max_depth=max_depth, max_nodes=max_nodes)
-    if value is not DECLINED:
-        return [value]
-    return _YamlBuilder(source, max_depth, max_aliases, max_nodes).load(text)
+    return _YamlBuilder(source, max_bytes, max_depth, max_aliases, max_nodes).load(text)
 
 
 # -- input ---------------------------------------------------------------------------------------
@@ -548,10 +543,12 @@ _MISSING = object()
 
 
 class _Frame:
-    __slots__ = ("value", "is_map", "key", "lines", "anchor", "size", "height", "merges", "line")
+    __slots__ = ("value", "is_map", "key", "lines", "anchor", "size", "height", "merges", "line", "expanded_from")
 
-    def __init__(self, value: Any, is_map: bool, anchor: str | None, line: int) -> None:
+    def __init__(self, value: Any, is_map: bool, anchor: str | None, line: int, expanded_from: int) -> None:
         self.value, self.is_map, self.anchor, self.line = value, is_map, anchor, line
+        #: The stream's expanded size when this collection started (its own is the difference).
+        self.expanded_from = expanded_from
         self.key: Any = _MISSING
         self.lines: dict[str, int] = {}
         self.size = 1
@@ -560,10 +557,10 @@ class _Frame:
 
 
 class _Anchor:
-    __slots__ = ("value", "size", "height", "text")
+    __slots__ = ("value", "size", "height", "text", "expanded")
 
-    def __init__(self, value: Any, size: int, height: int, text: str | None) -> None:
-        self.value, self.size, self.height, self.text = value, size, height, text
+    def __init__(self, value: Any, size: int, height: int, text: str | None, expanded: int) -> None:
+        self.value, self.size, self.height, self.text, self.expanded = value, size, height, text, expanded
 
 
 class _MergeKey:
@@ -576,8 +573,9 @@ _MERGE = _MergeKey()
 class _YamlBuilder:
     """Plain data from the parser's events, one event at a time, without recursion."""
 
-    def __init__(self, source: str, max_depth: int, max_aliases: int, max_nodes: int) -> None:
+    def __init__(self, source: str, max_bytes: int, max_depth: int, max_aliases: int, max_nodes: int) -> None:
         self.source, self.max_depth, self.max_aliases, self.max_nodes = source, max_depth, max_aliases, max_nodes
+        self.max_bytes = max_bytes
         self.line: int | None = None
 
     def load(self, text: str) -> list[Any]:
@@ -633,8 +631,12 @@ class _YamlBuilder:
         anchors: dict[str, _Anchor] = {}
         open_anchors: set[str] = set()
         aliases = nodes = 0
+        # What the documents would take written out with every alias expanded (as JSON, roughly:
+        # each scalar's text and a separator): an alias costs a few bytes of input but its
+        # target's whole size wherever the value is written out (a packed profile, an API answer).
+        expanded = 0
         root: Any = _MISSING
-        max_depth, max_nodes = self.max_depth, self.max_nodes
+        max_depth, max_nodes, max_bytes = self.max_depth, self.max_nodes, self.max_bytes
         scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
         seq_start, map_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
         seq_end, map_end = yaml.SequenceEndEvent, yaml.MappingEndEvent
@@ -656,8 +658,9 @@ class _YamlBuilder:
                         value = _plain(raw) if event.implicit[0] and tag is None else raw
                     else:
                         value = _tagged(tag, raw)
+                    expanded += len(raw) + 1
                     if event.anchor is not None:
-                        anchors[event.anchor] = _Anchor(value, 1, 0, raw)
+                        anchors[event.anchor] = _Anchor(value, 1, 0, raw, len(raw) + 1)
                     root = self._attach(stack, value, 1, 0, root, raw)
                 elif kind is map_start or kind is seq_start:
                     self.line = event.start_mark.line + 1
@@ -670,7 +673,8 @@ class _YamlBuilder:
                     nodes += 1
                     if stack and stack[-1].is_map and stack[-1].key is _MISSING:
                         raise _Problem("a mapping key must be a string, not a " + ("mapping" if is_map else "list"), "key")
-                    frame = _Frame({} if is_map else [], is_map, event.anchor, self.line)
+                    frame = _Frame({} if is_map else [], is_map, event.anchor, self.line, expanded)
+                    expanded += 2
                     if event.anchor is not None:
                         open_anchors.add(event.anchor)
                     stack.append(frame)
@@ -681,7 +685,7 @@ class _YamlBuilder:
                         self._merge(frame)
                     if frame.anchor is not None:
                         open_anchors.discard(frame.anchor)
-                        anchors[frame.anchor] = _Anchor(frame.value, frame.size, frame.height, None)
+                        anchors[frame.anchor] = _Anchor(frame.value, frame.size, frame.height, None, expanded - frame.expanded_from)
                     root = self._attach(stack, frame.value, frame.size, frame.height, root, None)
                 elif kind is alias_event:
                     self.line = event.start_mark.line + 1
@@ -695,6 +699,9 @@ class _YamlBuilder:
                     if aliases > self.max_aliases:
                         raise _Problem(f"has more than {self.max_aliases} aliases", "aliases")
                     nodes += target.size
+                    expanded += target.expanded
+                    if expanded > max_bytes:
+                        raise _Problem(f"expands to more than {_size(max_bytes)} (through aliases)", "aliases")
                     if len(stack) + target.height > max_depth:
                         raise _Problem(f"is nested more than {max_depth} levels deep (through aliases)", "too-deep")
                     is_key = bool(stack) and stack[-1].is_map and stack[-1].key is _MISSING
