@@ -148,19 +148,24 @@ class Binding:
       one (of whichever of the profile's plans holds it), so a late 401 never throws away a newer
       credential; the next call fetches.
     - :meth:`on_close` closes a resource (a client) when the engine closes.
+    - A binding made with ``engine.bind(profile, hold=True)`` *holds* its plans: :meth:`release`
+      (the profile is gone) drops their credentials from the engine's cache unless another held
+      binding still uses them (equal plans share one credential). A Fleet holds every cluster's
+      binding and releases it when the cluster leaves or its plan changes.
 
     Thread-safe and asyncio-safe; as cheap to keep as a plan. After ``engine.close()`` every call
     raises :class:`~cpcreds.EngineClosed`.
     """
 
-    __slots__ = ("plan", "_route", "_answers", "_closing", "__weakref__")
+    __slots__ = ("plan", "_route", "_answers", "_closing", "_held", "__weakref__")
 
-    def __init__(self, plan: AccessPlan, route: Route | None, answers: Answers, closing: Closing) -> None:
+    def __init__(self, plan: AccessPlan, route: Route | None, answers: Answers, closing: Closing, held: bool = False) -> None:
         #: The profile's preferred plan.
         self.plan = plan
         self._route = route
         self._answers = answers
         self._closing = closing
+        self._held = held  # the caller (engine.bind) has added this binding's hold on ``plan``
 
     @property
     def fails_over(self) -> bool:
@@ -200,6 +205,23 @@ class Binding:
         """Call ``resource.close()`` when the engine closes (held weakly). Returns a function that
         cancels this; call it when the resource is closed first."""
         return self._closing.add(resource)
+
+    def release(self) -> None:
+        """The profile is gone (a held binding, see ``engine.bind(..., hold=True)``): drop the
+        credentials of its plans from the engine's cache, with their backoff, unless another
+        held binding uses the same plan. A fetch in flight still answers the callers waiting
+        for it, and its answer is not cached. Idempotent; nothing for a binding never held."""
+        store = self._answers.store
+        with store.lock:
+            if not self._held:
+                return
+            self._held = False
+            keys = [self.plan.key]
+            route = self._route
+            if route is not None:
+                route.held = False  # a chain built from now on holds nothing
+                keys += route.later_keys()
+            store.drop_holds(keys)
 
     def __repr__(self) -> str:
         return f"Binding(provider={self.plan.provider!r}, server={self.plan.cluster.server!r}, fails_over={self.fails_over})"

@@ -40,7 +40,7 @@ from .binding import Answers, Binding, Closing
 from .config import ProviderConfig, load_config
 from .credential import Credential
 from .entries import CredentialStore, closed_error
-from .failover import Answer, FailoverWalk
+from .failover import Answer, FailoverWalk, Route
 from .fetching import FetchRunner, call_provider
 from .logs import get_logger, redact_text
 from .metrics import Metrics
@@ -112,15 +112,31 @@ class CredentialEngine:
         """The plan for ``profile`` (remembered under the profile's identity)."""
         return self._planner.plan(profile)
 
-    def bind(self, profile: ClusterProfile | Mapping[str, Any], *, owned: bool = False) -> Binding:
+    def bind(self, profile: ClusterProfile | Mapping[str, Any], *, owned: bool = False, hold: bool = False) -> Binding:
         """A :class:`~cpcreds.Binding`: ``profile``'s handle on this engine (credential, answer,
         invalidate after a 401; sync and asyncio). Resolves now: raises what :meth:`resolve` raises.
         ``owned``: the caller hands ``profile`` over and never changes it afterwards, so the plan
-        may share parts of it instead of copying them (see :func:`cpcreds.resolve`)."""
+        may share parts of it instead of copying them (see :func:`cpcreds.resolve`).
+        ``hold``: the caller will call :meth:`Binding.release` when the profile goes; the
+        plan's credential then leaves the cache as soon as no held binding uses it (without
+        ``hold`` it stays until it expires or the cache's bound evicts it)."""
         identity = profile_identity(profile)
         plan = self._plans.get(identity) or self._planner.resolve(profile, identity, owned)
-        route = self._planner.route(profile, identity, plan) if plan.provider in self._failover_providers else None
-        return Binding(plan, route, self._answers, self._closing)
+        route = None
+        if plan.provider in self._failover_providers:
+            # A held binding's route is its own (its holds are its own); an owned profile's is
+            # never looked up again under its identity, so it is not remembered either.
+            route = Route(plan, profile) if hold or owned else self._planner.route(profile, identity, plan)
+        if not hold:
+            return Binding(plan, route, self._answers, self._closing)
+        store = self._store
+        with store.lock:
+            if store.closed:  # its every call raises EngineClosed: nothing to hold
+                return Binding(plan, route, self._answers, self._closing)
+            store.add_holds([plan.key])
+            if route is not None:
+                route.held = True
+        return Binding(plan, route, self._answers, self._closing, held=True)
 
     def fails_over(self, plan: AccessPlan) -> bool:
         """Whether a failure of ``plan``'s provider moves on to the next provider (config ``failover``)."""

@@ -101,6 +101,9 @@ class CredentialStore:
         self.clock = clock
         self.refresh: Callable[[AccessPlan, Flight], None] = lambda plan, flight: None
         self.entries: dict[str, Entry] = {}  # plan.key -> entry
+        #: plan.key -> how many held bindings (and their failover routes) use the plan: a plan
+        #: whose last holder is released leaves the cache at once (see :meth:`drop_holds`).
+        self.holds: dict[str, int] = {}
         self.lock = threading.Lock()
         self.closed = False
         #: (provider, result) -> cache lookups not held in entries (misses, backoffs, hits of
@@ -209,16 +212,18 @@ class CredentialStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def publish(self, plan: AccessPlan, flight: Flight, credential: Credential | None, error: CredentialError | None) -> tuple[bool, Credential | None, int]:
-        """Store the outcome of ``flight``'s fetch: ``(stored, the credential it replaces,
-        failures in a row)``. Nothing is stored once the store is closed. The flight itself is
-        ended by the caller (after counting)."""
+    def publish(self, plan: AccessPlan, flight: Flight, credential: Credential | None, error: CredentialError | None) -> tuple[bool, Credential | None, int] | None:
+        """Store the outcome of ``flight``'s fetch: ``(cached, the credential it replaces,
+        failures in a row)``; None once the store is closed (its waiters were released then).
+        Not cached (``cached`` False) when the plan left the cache while the fetch ran: its
+        last holder was released, and a removed profile's answer goes to the callers waiting
+        for it, never back into the cache. The flight itself is ended by the caller."""
         with self.lock:
             if self.closed:  # close() has released the waiters; store and count nothing
-                return False, None, 0
+                return None
             entry = self.entries.get(plan.key)
-            if entry is None:  # purged meanwhile: keep a home for the result
-                entry = self._new_entry(plan)
+            if entry is None:  # dropped meanwhile (purging never takes an entry in flight)
+                return False, None, 0
             if entry.flight is flight:
                 entry.flight = None
             old = None
@@ -278,9 +283,38 @@ class CredentialStore:
             victims += idle[: max(1, len(self.entries) // 10)]
         for entry in victims:
             if self.entries.pop(entry.plan.key, None) is not None:
-                self._lookups[(entry.plan.provider, "hit")] += entry.hits
-                self.metrics.cache_entries.dec()
-                self.metrics.track_certificate(id(self), entry.plan.key, None)
+                self._forget(entry)
+
+    def _forget(self, entry: Entry) -> None:
+        # Lock held; ``entry`` was just taken out of ``entries``.
+        self._lookups[(entry.plan.provider, "hit")] += entry.hits
+        self.metrics.cache_entries.dec()
+        self.metrics.track_certificate(id(self), entry.plan.key, None)
+
+    # -- holders: what a removal drops -------------------------------------------------------
+
+    def add_holds(self, keys: list[str]) -> None:
+        """Lock held: one more holder for each of ``keys`` (plan keys)."""
+        holds = self.holds
+        for key in keys:
+            holds[key] = holds.get(key, 0) + 1
+
+    def drop_holds(self, keys: list[str]) -> None:
+        """Lock held: one holder less for each of ``keys``; a plan left without holders leaves
+        the cache, credential, backoff and all. A fetch of it still in flight answers its
+        waiters and caches nothing (:meth:`publish`). Nothing to do once closed."""
+        if self.closed:
+            return
+        holds = self.holds
+        for key in keys:
+            left = holds.get(key, 0) - 1
+            if left > 0:
+                holds[key] = left
+                continue
+            holds.pop(key, None)
+            entry = self.entries.pop(key, None)
+            if entry is not None:
+                self._forget(entry)
 
     # -- counts and the end ------------------------------------------------------------------
 
@@ -305,6 +339,7 @@ class CredentialStore:
                 self._lookups[(entry.plan.provider, "hit")] += entry.hits
             count = len(self.entries)
             self.entries.clear()
+            self.holds.clear()
         self.metrics.cache_entries.dec(count)
         self.metrics.forget_owner(id(self))
         return flights

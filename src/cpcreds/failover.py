@@ -87,7 +87,7 @@ class Route:
     without it (an int read is atomic); the chain is built once, on the first failure, and is
     pure, so two threads building it at once build equal chains."""
 
-    __slots__ = ("primary", "ref", "current", "until", "_profile", "_chain")
+    __slots__ = ("primary", "ref", "current", "until", "held", "_profile", "_chain")
 
     def __init__(self, primary: AccessPlan, profile: ClusterProfile | Mapping[str, Any]) -> None:
         self.primary = primary
@@ -97,6 +97,9 @@ class Route:
         #: Monotonic time until which every candidate before ``current`` is backing off (so the
         #: lock-free path answers from ``current`` without looking at them).
         self.until = 0.0
+        #: None: a route no held binding owns; True: its binding is held (its chain's plans are
+        #: held in the store as the chain is built); False: released, its profile is gone.
+        self.held: bool | None = None
         self._profile = profile
         self._chain: tuple[Candidate, ...] | None = None
 
@@ -105,8 +108,10 @@ class Route:
         """The chain, or None while the preferred provider has never failed."""
         return self._chain
 
-    def chain(self, config: ProviderConfig) -> tuple[Candidate, ...]:
-        """Every candidate, the preferred one first (see :func:`~cpcreds.access.resolve_chain`)."""
+    def chain(self, config: ProviderConfig, store: CredentialStore) -> tuple[Candidate, ...]:
+        """Every candidate, the preferred one first (see :func:`~cpcreds.access.resolve_chain`).
+        A held route's later plans are held in ``store`` as the chain is set, under its lock, so
+        a release racing the build drops exactly what was held."""
         chain = self._chain
         if chain is None:
             try:
@@ -115,8 +120,18 @@ class Route:
                 chain = (Candidate(self.primary.provider, self.primary),)
             if chain[0].plan != self.primary:  # the profile object changed under the same identity
                 chain = (Candidate(self.primary.provider, self.primary),)
-            self._chain = chain
+            with store.lock:
+                if self._chain is None:
+                    self._chain = chain
+                    if self.held:
+                        store.add_holds(self.later_keys())
+                chain = self._chain
         return chain
+
+    def later_keys(self) -> list[str]:
+        """The keys of the plans after the preferred one (none before the chain is built)."""
+        chain = self._chain
+        return [candidate.plan.key for candidate in chain[1:] if candidate.plan is not None] if chain is not None else []
 
 
 #: What a walk (or any answer flow) asks its driver for: ``(plan, flight, deadline)``: lead the
@@ -178,8 +193,10 @@ class FailoverWalk:
                 plan: AccessPlan | None = route.primary
                 provider = route.primary.provider
             else:
+                if route.held is False:
+                    break  # its profile is gone: start no fetch of another provider for it
                 if chain is None:  # the first failure of the preferred provider: build the rest
-                    chain = route.chain(self.config)
+                    chain = route.chain(self.config, self.store)
                 if index >= len(chain):
                     break
                 candidate = chain[index]

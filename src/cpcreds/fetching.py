@@ -216,12 +216,13 @@ class FetchRunner:
         self, plan: AccessPlan, flight: Flight, credential: Credential | None, error: CredentialError | None, duration: float, background: bool
     ) -> None:
         """Store the outcome of one fetch, count it, and wake everyone waiting on ``flight``."""
-        stored, old, failures = self.store.publish(plan, flight, credential, error)
-        if not stored:  # the engine closed and released the waiters; count nothing
+        outcome = self.store.publish(plan, flight, credential, error)
+        if outcome is None:  # the engine closed and released the waiters; count nothing
             return
+        cached, old, failures = outcome
         self._record(plan, error, duration)
         if credential is not None:
-            if credential.certificate_not_after is not None or (old is not None and old.certificate_not_after is not None):
+            if cached and (credential.certificate_not_after is not None or (old is not None and old.certificate_not_after is not None)):
                 self._note_certificate(plan, old, credential)  # tokens alone have nothing to track
             flight.succeed(credential)
         else:
