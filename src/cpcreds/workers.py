@@ -172,6 +172,10 @@ class _Call:
         return self.credential
 
 
+def _settled(credential: Credential | None, error: CredentialError | None) -> None:
+    """What a settled call's ``done`` becomes: it is called once, and then let go."""
+
+
 def _timed_out(timeout: float, provider: str) -> ProviderTimeout:
     return ProviderTimeout(f"did not answer within {timeout:g}s; the call was abandoned", provider=provider)
 
@@ -306,18 +310,27 @@ class Workers:
             self._per_provider[provider] = self._per_provider.get(provider, 0) + 1
 
         def settle(call: _Call, timed_out: bool) -> None:
+            nonlocal done
             with self._lock:
                 if call.settled:
+                    if not timed_out and self._abandoned.get(key) is call:
+                        # An abandoned call that returned: nothing will take its late answer
+                        # (a finished one is forgotten), and it must not keep a token alive.
+                        del self._abandoned[key]
+                        call.credential = call.error = None
                     return
                 call.settled = True
                 if timed_out:
                     self._abandoned[key] = call
+                # The settled call waits in the deadline heap until the watcher wakes: it must
+                # not keep the caller's flight (and its credential) alive meanwhile.
+                finish, done = done, _settled
             self.release(provider)
             if timed_out:
-                done(None, _timed_out(timeout, provider))
+                finish(None, _timed_out(timeout, provider))
             else:
                 credential, error, call.credential, call.error = call.credential, call.error, None, None
-                done(credential, error)  # nothing joins a call settled in time: it keeps nothing
+                finish(credential, error)  # nothing joins a call settled in time: it keeps nothing
 
         try:
             call = _Call(function, provider, self._pool, settle)
