@@ -13,7 +13,7 @@ from ..binding import Binding
 from ..errors import CredentialError
 from .packed import packed, unpacked
 
-__all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES", "holds_clients", "take_clients", "close_now"]
+__all__ = ["FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged", "CLUSTER_STATES", "holds_clients", "take_clients", "close_now", "retire"]
 
 #: pending: no credential yet; ready: the credential works; failing: the last fetch failed (see
 #: ``last_error``; an engaged cluster stays engaged while its credential is still valid);
@@ -56,6 +56,7 @@ class FleetCluster:
         "key", "packed_profile", "origin", "state", "last_error", "failures", "engaged", "healthy", "binding",
         "expires_at", "next_refresh", "last_success", "answered_by", "probe",
         "_clients", "_stale", "credentialed", "answered_plan", "held_credential", "due_at", "replacing", "next_probe_at",
+        "retired",
     )  # fmt: skip
 
     def __init__(self, key: str, profile: Mapping[str, Any], origin: str = "") -> None:
@@ -97,8 +98,8 @@ class FleetCluster:
         self.answered_by: str | None = None
         #: What the fleet's probe found last (see ``FleetHooks.probe``), or None.
         self.probe: Any = None
-        #: The plan that answered and its credential (the fleet drops that credential from the
-        #: engine's cache when the cluster goes; never shown in ``repr``).
+        #: The plan that answered and its credential (both let go when the cluster leaves the
+        #: fleet, as the engine drops the credential; never shown in ``repr``).
         self.answered_plan: Any = None
         self.held_credential: Any = None
         #: When the fleet's next fetch is due (loop time; None: none planned).
@@ -107,6 +108,9 @@ class FleetCluster:
         self.replacing = False
         #: When the fleet probes next (loop time).
         self.next_probe_at = 0.0
+        #: The binding a new one replaces while the clients built on it may still be in use:
+        #: released (its credential dropped from the engine's cache) once they are closed.
+        self.retired: Binding | None = None
 
     @property
     def profile(self) -> dict[str, Any]:
@@ -236,6 +240,13 @@ def take_clients(cluster: FleetCluster, *, stale_only: bool = False) -> list[tup
             del clients[kind]
         stale, cluster._stale = cluster._stale or [], None
     return stale + [(kind, client) for kind, (_, client) in taken.items()]
+
+
+def retire(cluster: FleetCluster) -> None:
+    """Release the binding ``cluster``'s current one replaced (its clients are closed now)."""
+    retired, cluster.retired = cluster.retired, None
+    if retired is not None:
+        retired.release()
 
 
 def close_now(client: Any) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError
 from ..logs import get_logger, redact_text
-from .cluster import FleetCluster, Updated
+from .cluster import FleetCluster, Updated, retire
 from .scheduler import FetchScheduler
 
 if TYPE_CHECKING:
@@ -85,6 +85,8 @@ class Keeper:
         """One fetch of ``cluster``'s credential; then its gate, hooks, probe and next fetch.
         A cluster that was engaged on an older binding (``replacing``) gets an update for its
         first answer here (or, if that fails, a disengage)."""
+        if not self.current(cluster, binding):
+            return  # removed or rebound since it was due: its released plan is fetched no more
         try:
             answer = await binding.aanswer()
             error = None
@@ -105,6 +107,7 @@ class Keeper:
                         events.emit(cluster, Updated(cluster, True), close="stale")
                 else:
                     gate.decide(cluster)
+                retire(cluster)  # the old binding's clients were closed with the update
                 self.progress.first_done(cluster.key)
         else:
             assert error is not None
@@ -113,6 +116,7 @@ class Keeper:
                 if cluster.replacing and cluster.engaged:
                     cluster.replacing = False
                     events.disengage(cluster, "credential")
+                retire(cluster)
                 self.progress.first_done(cluster.key)
         hooks.changed(cluster)
         if answer is not None and hooks.probe_interval > 0 and now >= cluster.next_probe_at:

@@ -5,9 +5,12 @@ One heap of due times and one timer for every cluster, instead of a task sleepin
 (a task, its coroutine and its timer cost ~1.5 KB: 150 MB at 100,000 clusters). A due cluster
 waits in a queue for one of the fetch slots; its fetch runs in a task of its own, so a hung
 plugin holds one slot until its timeout and delays no other cluster. Heap entries are never
-removed: an entry whose cluster was rescheduled, rebound or removed since is skipped when it
-comes up (``cluster.due_at`` and the binding tell), so a change of one cluster costs O(log N) and
-never a scan of the fleet.
+removed at once: an entry whose cluster was rescheduled, rebound or removed since is skipped
+when it comes up (``cluster.due_at`` and the binding tell), so a change of one cluster costs
+O(log N). Such void entries would keep removed clusters and old bindings (a reload's whole old
+engine) alive until their due time, hours away, so once they are half of what is queued the
+queues are rebuilt without them: O(1) per change, amortised, and never more void entries than
+live ones.
 """
 
 from __future__ import annotations
@@ -39,9 +42,16 @@ class FetchScheduler:
     fetch for ``key`` now (a shard's self-fencing), else None (no ``fenced``: never). Use from
     the loop only."""
 
-    def __init__(self, concurrency: int, fetch: Fetch, current: Callable[[FleetCluster, Any], bool], fenced: Callable[[str], float | None] | None = None) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        fetch: Fetch,
+        current: Callable[[FleetCluster, Any], bool],
+        fenced: Callable[[str], float | None] | None = None,
+    ) -> None:
         self.concurrency = concurrency
         self._fetch, self._current, self._fenced = fetch, current, fenced
+        self._void = 0  # entries made void (rescheduled, cancelled) since the last compaction
         self._heap: list[tuple[float, int, FleetCluster, Any]] = []
         self._order = itertools.count()  # breaks ties between equal due times (never compares clusters)
         self._due_now: deque[tuple[FleetCluster, Any]] = deque()
@@ -54,21 +64,48 @@ class FetchScheduler:
     def schedule(self, cluster: FleetCluster, binding: Any, delay: float | None) -> None:
         """Fetch ``cluster``'s credential through ``binding`` in ``delay`` seconds (None: not
         before it is scheduled again). Replaces what was scheduled for the cluster."""
+        if cluster.due_at is not None:
+            self._void += 1  # what was planned for the cluster is replaced
         if delay is None:
             cluster.due_at = None
+            self._maybe_compact()
             return
         loop = asyncio.get_running_loop()
         when = loop.time() + max(delay, 0.0)
         cluster.due_at = when
         if delay <= 0:
             self._due_now.append((cluster, binding))
+            self._maybe_compact()
             self._start()
             return
         heapq.heappush(self._heap, (when, next(self._order), cluster, binding))
+        self._maybe_compact()
         if when < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer, self._timer_at = loop.call_at(when, self._timer_fired), when
+
+    def cancel(self, cluster: FleetCluster) -> None:
+        """Fetch nothing more for ``cluster`` (it left the fleet, or has no usable profile)."""
+        if cluster.due_at is not None:
+            self._void += 1
+            cluster.due_at = None
+        self._maybe_compact()
+
+    def compact(self) -> None:
+        """Drop every entry that can no longer run: the heap and the due queue then hold only
+        clusters and bindings still current (after a reload, none of the old engine's)."""
+        heap, current = self._heap, self._current
+        heap[:] = [entry for entry in heap if entry[2].due_at == entry[0] and current(entry[2], entry[3])]
+        heapq.heapify(heap)
+        due_now = [item for item in self._due_now if current(*item)]
+        self._due_now.clear()
+        self._due_now.extend(due_now)
+        self._void = 0
+
+    def _maybe_compact(self) -> None:
+        if 2 * self._void > len(self._heap) + len(self._due_now):
+            self.compact()
 
     def release(self) -> None:
         """The calling fetch task gives its slot back and goes on (to probe, say)."""

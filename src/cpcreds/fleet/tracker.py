@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError, NoMatchingProvider
 from ..logs import get_logger, redact_text
-from .cluster import FleetCluster, Updated, holds_clients
+from .cluster import FleetCluster, Updated, holds_clients, retire
 from .health import is_healthy
 from .members import Deduplicator
 from .packed import PackedProfile, packed, unpacked
@@ -108,6 +108,7 @@ class Tracker:
         """Resolve every cluster again through the keeper's (new) engine."""
         for cluster in list(self.clusters.values()):
             self.upsert(cluster.key, cluster.packed_profile, cluster.origin, rebind=True)
+        self.keeper.scheduler.compact()  # every fetch planned on the old bindings is void now
 
     def upsert(self, key: str, profile: Mapping[str, Any], origin: str, *, rebind: bool = False) -> None:
         """Take ``profile`` for ``key``: O(1) for the fleet (one resolve, one task at most).
@@ -130,18 +131,25 @@ class Tracker:
         keeper, gate = self.keeper, self.gate
         try:
             # A profile decoded here is nobody else's: the engine may keep parts of it as they are.
-            binding = keeper.engine.bind(plain, owned=self.owned_profiles or type(profile) is PackedProfile)
+            binding = keeper.engine.bind(plain, owned=self.owned_profiles or type(profile) is PackedProfile, hold=True)
         except CredentialError as exc:
             self._unusable(cluster, "unmatched" if isinstance(exc, NoMatchingProvider) else "invalid", str(exc))
             return
         if not rebind and old is not None and binding.plan == old.plan:
             # Same endpoint and provider: same binding and clients; only the gate may change.
+            binding.release()  # the old binding holds the plan already
             if gate.decide(cluster) == "stay":
                 self.events.emit(cluster, Updated(cluster, False))
             self.hooks.plan(key, old.plan, plain)
             self.hooks.changed(cluster)
             return
         cluster.replacing = cluster.engaged
+        if old is not None:
+            if cluster.engaged:  # its clients stay in use until the new binding's first answer
+                retire(cluster)
+                cluster.retired = old
+            else:
+                old.release()
         cluster.binding, cluster.state, cluster.last_error, cluster.failures = binding, "pending", None, 0
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster.answered_plan = cluster.held_credential = None
         cluster.credentialed = False
@@ -151,7 +159,11 @@ class Tracker:
         keeper.keep(cluster, binding)
 
     def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
-        cluster.due_at = None
+        self.keeper.scheduler.cancel(cluster)
+        retire(cluster)
+        if cluster.binding is not None:
+            cluster.binding.release()
+        cluster.answered_plan = cluster.held_credential = None
         cluster.binding, cluster.state, cluster.last_error = None, state, redact_text(message)
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
         _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
@@ -165,11 +177,15 @@ class Tracker:
         cluster = self.clusters.get(key)
         if cluster is None:
             return
-        cluster.due_at = None
         with self._lock:
             del self.clusters[key]
-        if cluster.answered_plan is not None and cluster.held_credential is not None:
-            self.keeper.engine.invalidate(cluster.answered_plan, cluster.held_credential)  # a gone cluster's credential goes
+        self.keeper.scheduler.cancel(cluster)
+        # A gone cluster's credential goes: out of the engine's cache (unless a live profile
+        # shares its plan) and off the cluster object, which a program may keep.
+        retire(cluster)
+        if cluster.binding is not None:
+            cluster.binding.release()
+        cluster.answered_plan = cluster.held_credential = None
         self.progress.first_done(key)
         events = self.events
         if cluster.engaged:
