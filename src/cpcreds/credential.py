@@ -69,7 +69,7 @@ def format_rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(frozen=True, slots=True, weakref_slot=True, repr=False)  # weakref: callers may hold one weakly
 class Credential:
     """A bearer token or a client certificate and key, with an optional expiry.
 
