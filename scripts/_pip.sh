@@ -5,7 +5,7 @@
 step() { printf '==> %s\n' "$*"; }
 
 pip_install() {
-  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off "$@" | awk '
+  "${VENV:-.venv}/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@" | awk '
     function flush_line() { if (width > 0) { printf "\n"; width = 0 } }
     /^Collecting / {
       name = $2; sub(/[<>=!~;\[@].*/, "", name)

@@ -71,7 +71,7 @@ SHIPPED = re.compile(r"<!--\s*shipped:\s*(?P<path>[^\s>]+)\s*-->\s*$")
 RUN_WITH = re.compile(r"<!--\s*run with:\s*(?P<setups>[^>]*?)\s*-->\s*$")
 COMMAND_TIMEOUT = 30.0
 #: Left out of the copy: what a clone does not hold, or what no page reads.
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "bench", "tests")
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".venv-3.*", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "bench", "tests")
 
 VOLATILE = [
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
