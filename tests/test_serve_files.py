@@ -342,3 +342,100 @@ def test_a_full_disk_is_a_kubeconfig_error_until_there_is_room_again(serve: Any,
     filler.unlink()
     _until(lambda: error_of_two() is None and (kubeconfigs / "fleet-system.two.yaml").exists(), "the file written once there is room")
     _stops_promptly(process)
+
+
+# -- the kubeconfig folder is never written through a symlink, nor used when others may write it (issue 28.3)
+
+
+def _victim(tmp_path: Path) -> Path:
+    """A folder outside the kubeconfig folder, with a file named as serve's snapshot of a profile."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    victim.chmod(0o755)
+    (victim / "fleet-system.one.json").write_text("not serve's\n")
+    (victim / "fleet-system.two.json").write_text("not serve's either\n")
+    return victim
+
+
+def _untouched(victim: Path) -> None:
+    assert victim.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in victim.iterdir()) == ["fleet-system.one.json", "fleet-system.two.json"]
+    assert (victim / "fleet-system.one.json").read_text() == "not serve's\n"
+    assert (victim / "fleet-system.two.json").read_text() == "not serve's either\n"
+
+
+def test_a_profiles_symlink_planted_in_the_kubeconfig_dir_is_refused_at_start(tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    victim = _victim(tmp_path)
+    kubeconfigs = tmp_path / "kubeconfigs"
+    kubeconfigs.mkdir(mode=0o700)
+    (kubeconfigs / "profiles").symlink_to(victim)
+    result = _serve_exit("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"cpcreds: usage error: --kubeconfig-dir {kubeconfigs}: ")
+    assert "symbolic link" in result.stderr
+    _untouched(victim)
+
+
+@pytest.mark.parametrize(("where", "mode"), [("", 0o777), ("", 0o770), ("", 0o702), ("profiles", 0o777), ("profiles", 0o720)])
+def test_a_kubeconfig_folder_others_may_write_is_refused_at_start(tmp_path: Path, where: str, mode: int) -> None:
+    config, profiles = _setup(tmp_path)
+    kubeconfigs = tmp_path / "kubeconfigs"
+    (kubeconfigs / "profiles").mkdir(parents=True)
+    kubeconfigs.chmod(0o700)
+    (kubeconfigs / where).chmod(mode)
+    result = _serve_exit("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"cpcreds: usage error: --kubeconfig-dir {kubeconfigs}: ")
+    assert "writable" in result.stderr
+    assert (kubeconfigs / where).stat().st_mode & 0o777 == mode  # not "fixed" behind the operator's back
+    assert list((kubeconfigs / "profiles").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_kubeconfig_folder_owned_by_another_user_is_refused_at_start(tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    kubeconfigs = tmp_path / "kubeconfigs"
+    kubeconfigs.mkdir(mode=0o700)
+    os.chown(kubeconfigs, 65534, 65534)
+    result = _serve_exit("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "owned by another user" in result.stderr
+    assert list(kubeconfigs.iterdir()) == []
+
+
+def test_a_profiles_symlink_planted_while_serving_is_never_followed(serve: Any, tmp_path: Path) -> None:
+    config, profiles = _setup(tmp_path)
+    victim = _victim(tmp_path)
+    kubeconfigs = tmp_path / "kubeconfigs"
+    process = serve("--config", str(config), "--profiles-dir", str(profiles), "--kubeconfig-dir", str(kubeconfigs), "--scan-interval", "50ms")
+    url = process.url
+    process.wait_for(r"ready: 1 ready")
+    _until(lambda: (kubeconfigs / "kubeconfig").exists(), "the merged kubeconfig")
+    for path in (kubeconfigs / "profiles").iterdir():
+        path.unlink()
+    (kubeconfigs / "profiles").rmdir()
+    (kubeconfigs / "profiles").symlink_to(victim)
+    # A profile added (its snapshot would be written through the link) and one removed (its
+    # snapshot would be unlinked through it); retries would chmod the link's target.
+    (profiles / "p1.yaml").write_text(yaml.safe_dump(cluster_profile("two", access_provider("f", "https://two.spoke.test:6443"))))
+    (profiles / "p0.yaml").unlink()
+
+    def two_refused() -> dict[str, Any] | None:
+        clusters = {c["key"]: c for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]}
+        cluster = clusters.get("fleet-system/two", {})
+        return cluster if cluster.get("kubeconfigError") and "fleet-system/one" not in clusters else None
+
+    cluster = _until(two_refused, "the new profile's kubeconfig error")
+    assert "symbolic link" in cluster["kubeconfigError"]
+    _until(lambda: not (kubeconfigs / "fleet-system.one.yaml").exists(), "the removed profile's kubeconfig")
+    problems = _until(lambda: json.loads(_get(url + "/v1/clusters")[1])["problems"], "the folder's problem")
+    assert "symbolic link" in problems[f"kubeconfig folder {kubeconfigs}"]
+    _untouched(victim)
+    assert process.process.poll() is None  # serve lives on
+    (kubeconfigs / "profiles").unlink()  # the link gone: the next retry makes the folder and writes the files
+    _until(lambda: (kubeconfigs / "profiles" / "fleet-system.two.json").exists(), "the snapshot written again")
+    _until(lambda: all(c["kubeconfigError"] is None for c in json.loads(_get(url + "/v1/clusters")[1])["clusters"]), "the errors cleared")
+    assert (kubeconfigs / "profiles").stat().st_mode & 0o777 == 0o700
+    _untouched(victim)
+    _stops_promptly(process)

@@ -9,18 +9,25 @@ Layout of ``--kubeconfig-dir``::
     profiles/<namespace>.<name>.json  the profile as serve saw it (what get-credential reads)
 
 Files are 0600 in 0700 folders, written atomically (a reader never sees half a file), and
-removed when their profile goes.
+removed when their profile goes. The folders are opened without following a symbolic link, and
+every file is made, replaced and removed relative to its folder's descriptor: a ``profiles`` (or
+a file) that someone made a link to another folder is refused, never written, chmod-ed or
+unlinked through. As ssh does with its folders, serve uses no folder that another user owns or
+that group or others may write (:class:`UnsafeFolder`): whoever may write there could plant such
+a link, or a kubeconfig that runs their command.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import sys
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +36,7 @@ import yaml
 from ..access import AccessPlan
 from ..kubeconfig import KubeconfigContext, build_kubeconfig, context_name
 
-__all__ = ["KubeconfigWriter", "ErrorListener", "file_stem", "MERGED_NAME"]
+__all__ = ["KubeconfigWriter", "ErrorListener", "UnsafeFolder", "file_stem", "MERGED_NAME"]
 
 MERGED_NAME = "kubeconfig"
 # A namespace is a DNS label (no dots); a name a DNS subdomain (dots allowed); neither has "_".
@@ -65,20 +72,83 @@ def file_stem(key: str) -> str:
     return "profile_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically with mode 0600."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class UnsafeFolder(OSError):
+    """A folder serve will not write in: a symbolic link, owned by another user, or writable by
+    group or others. ``strerror`` says which, in one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EPERM, message)
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_folder(name: str | Path, shown: Path, *, dir_fd: int | None = None, make: bool) -> int:
+    """A descriptor of the folder ``name`` (in ``dir_fd``), made 0700 if missing and ``make``;
+    :class:`UnsafeFolder` when it is a link or others may write it. Its read bits for others are
+    taken away (the files name every cluster)."""
+    try:
+        fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not make:
+            raise
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+        fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            try:
+                link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            except OSError:
+                link = False
+            if link:
+                raise UnsafeFolder(f"{shown} is a symbolic link; serve writes only in a real folder") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (os.geteuid(), 0):
+            raise UnsafeFolder(f"{shown} is owned by another user (uid {info.st_uid}); serve writes only in its own folder")
+        if info.st_mode & 0o022:
+            raise UnsafeFolder(f"{shown} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o}); make it 0700")
+        if info.st_mode & 0o077 and info.st_uid == os.geteuid():
+            os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_at(dir_fd: int, name: str, text: str) -> None:
+    """Write ``text`` to ``name`` in the folder ``dir_fd`` atomically with mode 0600: a new file
+    (never an existing one, never through a link) renamed over ``name`` (a link there is
+    replaced, not followed)."""
+    for _ in range(100):
+        temporary = f".{name}.{os.urandom(6).hex()}.tmp"
+        try:
+            fd = os.open(temporary, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary file name")
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
             stream.write(text)  # no fsync: the files are rebuilt at every start; rename is what makes them atomic
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         raise
+
+
+def _unlink_at(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)  # a link is removed itself, its target stays
+    except FileNotFoundError:
+        pass
 
 
 #: ``on_error(key, problem)``: the profile's files cannot be written (``problem``), or are again
@@ -120,9 +190,28 @@ class KubeconfigWriter:
         self._make_folders()
 
     def _make_folders(self) -> None:
-        for folder in (self.directory, self.profiles_dir):
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(folder, 0o700)
+        with self._folder(make=True) as top:
+            os.close(_open_folder("profiles", self.profiles_dir, dir_fd=top, make=True))
+
+    @contextmanager
+    def _folder(self, *, make: bool) -> Iterator[int]:
+        """The kubeconfig folder's descriptor, opened afresh for each change: a folder removed
+        and made again (or replaced by a link) is seen at the next one."""
+        if make:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = _open_folder(self.directory, self.directory, make=make)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def _profiles_folder(self, top: int, *, make: bool) -> Iterator[int]:
+        fd = _open_folder("profiles", self.profiles_dir, dir_fd=top, make=make)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def _report(self, key: str, problem: str | None) -> None:
         if (problem is not None) == (key in self._failing):
@@ -148,22 +237,25 @@ class KubeconfigWriter:
 
     def _write(self, key: str, wanted: tuple[AccessPlan, Mapping[str, Any]] | None) -> None:
         stem = file_stem(key)
-        single = self.directory / f"{stem}.yaml"
-        snapshot = self.profiles_dir / f"{stem}.json"
+        single, snapshot = f"{stem}.yaml", f"{stem}.json"
         if wanted is None:
             if self._contexts.pop(key, None) is not None:
                 self._dirty = True
-            for path in (single, snapshot):
+            with ExitStack() as stack:
                 try:
-                    path.unlink()
+                    top = stack.enter_context(self._folder(make=False))
+                    _unlink_at(top, single)
+                    _unlink_at(stack.enter_context(self._profiles_folder(top, make=False)), snapshot)
                 except (FileNotFoundError, NotADirectoryError):  # gone already, or its folder is
                     pass
             return
         plan, profile = wanted
-        write_private(snapshot, json.dumps(profile, sort_keys=True))
-        args = ("-m", "cpcreds", "get-credential", "--config", str(self.config_path), "--profile", str(snapshot))
-        context = KubeconfigContext(name=context_name(profile), plan=plan, command=self.command, args=args)
-        write_private(single, yaml.safe_dump(build_kubeconfig([context]), sort_keys=False))
+        with self._folder(make=False) as top:
+            with self._profiles_folder(top, make=False) as profiles:
+                _write_at(profiles, snapshot, json.dumps(profile, sort_keys=True))
+            args = ("-m", "cpcreds", "get-credential", "--config", str(self.config_path), "--profile", str(self.profiles_dir / snapshot))
+            context = KubeconfigContext(name=context_name(profile), plan=plan, command=self.command, args=args)
+            _write_at(top, single, yaml.safe_dump(build_kubeconfig([context]), sort_keys=False))
         self._contexts[key] = context
         self._dirty = True
 
@@ -183,7 +275,8 @@ class KubeconfigWriter:
         contexts = [self._contexts[key] for key in sorted(self._contexts)]
         merged = self.directory / MERGED_NAME
         try:
-            write_private(merged, yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False))
+            with self._folder(make=False) as top:
+                _write_at(top, MERGED_NAME, yaml.safe_dump(build_kubeconfig(contexts), sort_keys=False))
         except OSError as exc:
             self._report("", _reason(merged, exc))
             return False
@@ -196,6 +289,9 @@ class KubeconfigWriter:
         for key in list(self._contexts):
             self.update(key, None, None)
         try:
-            (self.directory / MERGED_NAME).unlink()
+            with self._folder(make=False) as top:
+                _unlink_at(top, MERGED_NAME)
         except (FileNotFoundError, NotADirectoryError):
             pass
+        except OSError as exc:
+            self._report("", _reason(self.directory, exc))

@@ -39,7 +39,7 @@ from ..fleet.inventory import Change, DirectorySource, FolderSource
 from ..fleet.members import MemberIndex
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
-from .kubeconfigs import MERGED_NAME, KubeconfigWriter
+from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
 from .metrics import ServeCollector, ShardCollector
 from .probe import Prober
 from .settings import ServeSettings, UnusableFolder, parse_listen
@@ -288,6 +288,7 @@ class Service:
                 self.writer = KubeconfigWriter(self.settings.kubeconfig_dir, self.config.source, on_error=self._kubeconfig_error)
             except OSError as exc:
                 reason = "is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else f"cannot be made: {exc.strerror or type(exc).__name__}"
+                reason = f"refused: {exc.strerror}" if isinstance(exc, UnsafeFolder) else reason
                 raise UnusableFolder("kubeconfig_dir", self.settings.kubeconfig_dir, reason) from None
 
     def _describe_on_board(self) -> None:
