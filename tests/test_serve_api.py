@@ -17,6 +17,8 @@ from cpcreds import CredentialEngine, ProviderConfig
 from cpcreds.fleet.cluster import FleetCluster
 from cpcreds.serve.status import BadQuery, Query, StatusBoard
 from tests.fakes.builders import access_provider, cluster_profile, exec_entry
+from tests.fleet_harness import MEMBER
+from tests.fleet_harness import profile as _profile
 
 #: Resolves a profile offering "mint" (nothing is fetched): the board's rows are fleet clusters.
 _ENGINE = CredentialEngine(ProviderConfig.from_dict({"providers": [exec_entry("mint")]}))
@@ -221,3 +223,25 @@ def test_per_profile_metrics_switch_and_the_aggregated_series_always(start_serve
     assert f"cpcreds_serve_per_profile_metrics {1.0 if per_profile else 0.0}" in text
     assert bool(series(text, "cpcreds_serve_credential_consecutive_failures")) is per_profile
     assert bool(series(text, "cpcreds_serve_credential_expiry_timestamp_seconds")) is per_profile
+
+
+def _member(name: str, member_id: str, created: str) -> dict[str, Any]:
+    return _profile(name, labels={MEMBER: member_id}, created=created)
+
+
+def test_serves_metrics_count_the_duplicates_it_does_not_act_on(start_serve: Any, tmp_path: Any) -> None:
+    """Issue 28 (also): an operator alerting on KEP-4322 duplicates reads them from serve's /metrics."""
+    running = start_serve(
+        [MINT],
+        {
+            "old.yaml": _member("old", "m1", "2026-01-01T00:00:00Z"),
+            "new.yaml": _member("new", "m1", "2026-02-01T00:00:00Z"),
+            "newer.yaml": _member("newer", "m1", "2026-03-01T00:00:00Z"),
+            "alone.yaml": _profile("alone"),
+        },
+    )
+    running.wait_ready()
+    assert "\ncpcreds_fleet_duplicate_profiles 2.0\n" in running.get("/metrics")[2]
+    (tmp_path / "profiles" / "newer.yaml").unlink()
+    (tmp_path / "profiles" / "new.yaml").unlink()
+    running.until(lambda: "\ncpcreds_fleet_duplicate_profiles 0.0\n" in running.get("/metrics")[2], what="the duplicates gone")

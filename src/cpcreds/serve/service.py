@@ -37,6 +37,7 @@ from ..fleet.core import Fleet
 from ..fleet.hooks import FleetHooks
 from ..fleet.inventory import Change, DirectorySource, FolderSource
 from ..fleet.members import MemberIndex
+from ..fleet.metrics import DuplicatesCollector
 from ..logs import get_logger, redact_text
 from ..registry import ProviderRegistry
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
@@ -176,6 +177,7 @@ class Service:
         if settings.shard:
             self._make_shard()
         self.fleet = fleet = self._new_fleet(engine)
+        self.metrics.register(DuplicatesCollector(fleet))  # the page and API show them; alerts need the series
         if self.shard is not None:
             self._show_shard(fleet)
         for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
