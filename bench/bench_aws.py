@@ -15,7 +15,7 @@
     request at all), against ``.venv/bin/python -c pass``, with its ``-X importtime`` profile.
     Target: at most 4x.
 
-The fakes (tests/fakes/aws.py) run in this process, on loopback, STS with real TLS. Needs the
+The fakes (tests/fakes/aws.py, aws_metadata.py) run in this process, on loopback, STS with real TLS. Needs the
 test dependencies and the package: ``pip install -e '.[test]' -e plugins-contrib/aws``.
 """
 
@@ -35,7 +35,8 @@ from prometheus_client import CollectorRegistry
 from cpcreds import CredentialEngine, ProviderConfig, ProviderRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes
-from tests.fakes.aws import FakeAWS, FakeAWSMetadata  # noqa: E402
+from tests.fakes.aws import FakeAWS  # noqa: E402
+from tests.fakes.aws_metadata import FakeAWSMetadata  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SCRIPT = BIN / "cpcreds-aws"

@@ -13,7 +13,8 @@ import pytest
 
 from cpcreds.api import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
-from tests.fakes.aws import AwsKeys, FakeAWS, FakeAWSMetadata
+from tests.fakes.aws import AwsKeys, FakeAWS
+from tests.fakes.aws_metadata import FakeAWSMetadata
 from tests.fakes.spoke import SpokeServer
 
 from aws_helpers import CLUSTER, PROVIDER, REGION

@@ -5,6 +5,7 @@ plan's timeout that names the AWS operation (or login source) and shows nothing 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -97,7 +98,8 @@ def test_a_hanging_ecr_fails_within_the_kubelet_timeout(aws, user, run_command) 
     )
     assert time.monotonic() - began < 2 + 3.5  # the interpreter's start besides, on a loaded machine
     assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert "did not answer within the 2s timeout" in result.stderr
+    # The timeout said is what the kubelet's 2 s leave when the call begins (1.99s on a loaded machine).
+    assert re.search(r"did not answer within the (2|1\.9[0-9]*)s timeout", result.stderr)
 
 
 def test_malformed_xml_from_sts(aws, user, spoke, role_engine) -> None:

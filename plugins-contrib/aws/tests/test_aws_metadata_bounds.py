@@ -72,3 +72,13 @@ def test_expired_instance_keys_sign_nothing_and_say_so(imds, spoke, make_engine,
     assert keys.secret_key not in str(caught.value) and keys.token not in str(caught.value)
     assert any("expired" in record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING)
     assert keys.secret_key not in caplog.text
+
+
+@pytest.mark.parametrize(("source", "endpoint"), [("imds", "imds-credentials"), ("container", "container")])
+def test_an_abandoned_fetch_stops_reading(request, spoke, make_engine, source, endpoint) -> None:
+    server = request.getfixturevalue(source)
+    server.trickle(endpoint, seconds=60)  # each wait far shorter than botocore's socket timeouts
+    with pytest.raises(CredentialError):
+        make_engine(timeout="3s").get_credential(profile(spoke))
+    # The client shut the connection (at its deadline), long before the fake's 60 s were up.
+    assert server.sent(endpoint, timeout=120).hung_up
