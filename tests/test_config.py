@@ -234,10 +234,11 @@ def test_go_durations(text: str, seconds: float) -> None:
 def test_one_duration_grammar_callers_keep_their_ranges(tmp_path: Path) -> None:
     """Go's grammar everywhere (0, signs): the provider config refuses <= 0 in its own words,
     and the KEP-2133 reader (which allows 0: do not cache) parses the same strings alike."""
-    from cpcreds.images.protocol import parse_duration as protocol_parse_duration
+    from cpcreds.images.protocol import parse_response
 
     for text, seconds in (("0", 0.0), ("-1m", -60.0), ("+5s", 5.0), ("1h0m0s", 3600.0)):
-        assert parse_duration(text) == protocol_parse_duration(text) == seconds
+        response = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "CredentialProviderResponse", "cacheKeyType": "Image", "cacheDuration": text}
+        assert parse_duration(text) == parse_response(json.dumps(response), response["apiVersion"]).cache_duration == seconds
     for timeout, accepted in (("+5s", True), ("0", False), ("-1m", False)):
         path = tmp_path / "c.yaml"
         path.write_text(f"providers:\n- {{name: a, execConfig: {EXEC}, timeout: {timeout!r}}}\n")

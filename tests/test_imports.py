@@ -92,9 +92,8 @@ def test_a_get_credential_miss_loads_nothing_heavy() -> None:
     assert heavy({name.split(".")[0] for name in loaded}) == []
     # Nor what only some runs need: asyncio (a coroutine path), shlex (an --access-provider flag),
     # hashlib (a pinned plugin), difflib (a message for a mistyped field), the other commands'
-    # modules (their parsers are not built), PyYAML (the example files are in the part of YAML
-    # cpcreds reads itself), logging (nothing is logged).
-    assert sorted({"asyncio", "shlex", "hashlib", "difflib", "cpcreds.images", "yaml", "logging"} & loaded) == []
+    # modules (their parsers are not built), logging (nothing is logged).
+    assert sorted({"asyncio", "shlex", "hashlib", "difflib", "cpcreds.images", "logging"} & loaded) == []
 
 
 # -- what the plain readers assume about the models ------------------------------------------------

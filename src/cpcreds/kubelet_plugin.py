@@ -55,9 +55,9 @@ from .images.protocol import (
     CredentialProviderResponse,
     ProtocolError,
     encode_response,
-    parse_duration,
     parse_request,
 )
+from ._durations import parse_duration
 from .logs import redact_text
 
 # cpcreds.plugin (flags, building a provider) is imported by run_image_provider only: a function
@@ -146,7 +146,7 @@ def _timeout(timeout: float | None) -> float:
     problem = None
     try:
         seconds = parse_duration(raw)
-    except ProtocolError as exc:
+    except ValueError as exc:
         problem = str(exc)
     if problem is not None:
         raise ConfigError(problem, source=TIMEOUT_ENV)

@@ -47,12 +47,12 @@ examples:
 
 
 def _timeout(text: str) -> float:
-    from .protocol import ProtocolError, parse_duration
+    from .._durations import parse_duration
 
     problem = None
     try:
         seconds = parse_duration(text)
-    except ProtocolError as exc:
+    except ValueError as exc:
         problem = str(exc)
     else:
         if seconds > 0:

@@ -42,7 +42,8 @@ from .._show import shown
 from ..config import json_type_name
 from ..errors import ConfigError
 from .match import Pattern, PatternError, compile_pattern
-from .protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS, ProtocolError, parse_duration
+from .._durations import parse_duration
+from .protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS
 
 __all__ = [
     "CONFIG_API_VERSIONS",
@@ -180,7 +181,7 @@ class _Reader:
         problem = None
         try:
             return parse_duration(value)
-        except ProtocolError as exc:
+        except ValueError as exc:
             problem = str(exc)
         raise self.fail(problem, entry=entry, where=where)
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from .._durations import duration_ns, format_duration
+from .._durations import format_duration, parse_duration
 from .._parse import Limits, load_or_raise
 from dataclasses import dataclass, field
 from .._show import shown
@@ -57,7 +57,6 @@ __all__ = [
     "parse_request",
     "encode_response",
     "parse_response",
-    "parse_duration",
     "format_duration",
 ]
 
@@ -236,23 +235,6 @@ class CredentialProviderResponse:
             object.__setattr__(self, "auth", MappingProxyType(items) if items else _NO_AUTH)
 
 
-# -- durations --------------------------------------------------------------------------------
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration string (``"1h0m0s"`` is 3600.0, ``"1.5s"`` 1.5, ``"-1m"`` -60.0).
-
-    The syntax is Go's ``time.ParseDuration`` (:func:`cpcreds._durations.duration_ns`, the one
-    parser of the package): an optional sign, then one or more decimal numbers each with a unit
-    (``ns``, ``us``/``µs``, ``ms``, ``s``, ``m``, ``h``), or ``"0"``. Raises
-    :class:`ProtocolError` (a ``ValueError``) for anything else, including values beyond Go's
-    ±292 years.
-    """
-    problem = ""
-    try:
-        return duration_ns(text) / 1e9
-    except ValueError as exc:
-        problem = str(exc)
-    raise ProtocolError(problem)
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -402,7 +384,7 @@ def parse_response(
         problem = None
         try:
             duration = parse_duration(raw_duration)
-        except ProtocolError:
+        except ValueError:
             # Not quoted: a broken plugin may have put anything there.
             problem = f"{source}: cacheDuration is not a Go duration (e.g. 1h0m0s, 90s, 0) within ±292 years"
         if problem is not None:
