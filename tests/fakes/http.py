@@ -8,23 +8,26 @@ connection's thread). :func:`send_fault` writes a :class:`Fault` on any
 :class:`~http.server.BaseHTTPRequestHandler` (the fakes on :class:`~tests.fakes.apiserver.FakeAPIServer`
 use it too), so every fake fails the same ways: an error status and body, an answer that never
 comes (held until ``stop()``, so a test of a timeout needs no sleep), a body cut off midway, a
-body without end, or an error that echoes the request's secrets.
+body without end, or an error that echoes the request's secrets; :func:`trickle_head` sends a
+status line and headers that never end, a byte at a time.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import socketserver
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["Fault", "Handler", "LoopbackHTTPServer", "LoopbackServer", "Reply", "SeenCall", "send_fault"]
+__all__ = ["Fault", "Handler", "LoopbackHTTPServer", "LoopbackServer", "Reply", "SeenCall", "send_fault", "trickle_head"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,24 @@ def send_fault(
         handler.wfile.flush()
         release.wait()
         handler.close_connection = True
+
+
+def trickle_head(handler: BaseHTTPRequestHandler, pause: Callable[[float], bool], interval: float = 0.01) -> bool:
+    """Send a status line, then one header line without end, a byte at a time ``interval`` apart:
+    every receive of the client is quick, its answer never starts (a header line reaches
+    http.client's 64 KiB limit only after ~11 minutes at the default pace). ``pause(seconds)``
+    waits and says whether the fake is stopping. True when the client hung up, False at a stop."""
+    head = itertools.chain(b"HTTP/1.1 200 OK\r\nX-Trickle: ", itertools.repeat(b"a"[0]))
+    handler.close_connection = True
+    try:
+        for byte in head:
+            handler.wfile.write(bytes((byte,)))
+            handler.wfile.flush()
+            if pause(interval):
+                return False
+    except OSError:
+        return True
+    return False
 
 
 class LoopbackHTTPServer(ThreadingHTTPServer):

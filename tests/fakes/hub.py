@@ -101,6 +101,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from .apiserver import UNAUTHORIZED_STATUS, FakeAPIServer, JSONHandler, bearer_token, status_body
+from .http import trickle_head
 from .pki import PKI
 from .spoke import VERSION_INFO
 
@@ -283,6 +284,7 @@ class HubServer(FakeAPIServer):
         self._requests: deque[HubRequest] = deque(maxlen=100_000)
         self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool, float]] = {}
         self._stalls: dict[str, threading.Event] = {}
+        self._head_trickles: dict[str, threading.Event] = {}
         self._closing = False
         #: Serializes Lease writes through the API: a check of resourceVersion and the write it
         #: guards are one step, as etcd's compare-and-swap makes them.
@@ -451,12 +453,22 @@ class HubServer(FakeAPIServer):
             self._stalls[path] = event
         return event
 
+    def trickle_head(self, path: str) -> threading.Event:
+        """Answer requests for ``path`` with a status line and headers that never end, a byte
+        at a time (:func:`tests.fakes.http.trickle_head`); the returned event is set when a
+        client hangs up on one. :meth:`clear_faults` undoes it for later requests only."""
+        event = threading.Event()
+        with self._lock:
+            self._head_trickles[path] = event
+        return event
+
     def clear_faults(self) -> None:
-        """Undo :meth:`inject_answer` and :meth:`stall` (stalled requests are released)."""
+        """Undo :meth:`inject_answer`, :meth:`stall` (stalled requests are released) and :meth:`trickle_head`."""
         with self._lock:
             stalls = list(self._stalls.values())
             self._answers.clear()
             self._stalls.clear()
+            self._head_trickles.clear()
         for event in stalls:
             event.set()
 
@@ -787,6 +799,13 @@ class _HubHandler(JSONHandler):
         stall, answer = hub._fault(split.path, query.get("watch") in ("1", "true"))
         if stall is not None:
             stall.wait()
+        with hub._lock:
+            hung_up = hub._head_trickles.get(split.path)
+        if hung_up is not None:
+            hub._record(HubRequest(self.command, split.path, split.query, token, None, 200))
+            if trickle_head(self, hub._pause):
+                hung_up.set()
+            return
         grant = hub._grant_for(token)
 
         def record(status: int) -> None:

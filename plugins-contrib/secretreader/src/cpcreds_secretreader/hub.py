@@ -16,7 +16,7 @@ as files) and the in-cluster config are read here and served by the standard lib
 certificate: a one-shot run of the console scripts then imports neither the ``kubernetes``
 client (its package ``__init__`` loads the whole client and google-auth, requests-oauthlib and
 cryptography: 150-300 ms of a 30 ms job) nor urllib3 (~35 ms). Anything else (a KUBECONFIG list,
-an exec plugin, an auth-provider, a proxy in the kubeconfig or in ``HTTPS_PROXY``/``ALL_PROXY``,
+an exec plugin, an auth-provider, a proxy in the kubeconfig or in the environment (any spelling),
 basic auth, a context or cluster that is missing) is read by the ``kubernetes`` client's own
 loader, as before, which also words what is wrong with it. A hub user's exec plugin is run by
 cpcreds' exec provider within the fetch's timeout (the loader would run it without one), and the
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from cpcreds.sdk import DocumentError, load_document, open_regular, read_bounded
+
+from .exchange import Exchange, HubError, failure_kind, failure_message, read_bounded as read_answer, watch_pool_manager
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
@@ -71,16 +72,6 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 MAX_SECRET_BYTES = 3 * 1024 * 1024
 #: Largest error answer read (only its status is used; reading it lets the connection be reused).
 _MAX_ERROR_BYTES = 64 * 1024
-_CHUNK = 64 * 1024
-
-
-class HubError(Exception):
-    """The hub could not give the Secret. ``status`` is the HTTP status when there was one.
-    The message names the Secret and the hub, never a credential."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -184,25 +175,26 @@ class HubClient:
         """GET Secret ``namespace/name`` within ``timeout`` seconds; the object as a dict.
         Raises :class:`HubError` for anything else than a Secret."""
         where = f"Secret {namespace}/{name}"
-        deadline = time.monotonic() + timeout
-        failure = None
-        try:
-            raw = self._get(namespace, name, timeout)
-        except self._errors as exc:
-            failure = _failure(exc)
-        if failure is not None:
-            # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
-            # hold a password) and nothing of a transport's error may chain onto ours.
-            raise HubError(_failure_message(failure, where, self.url, timeout))
-        status = raw.status
-        if status == 200:
-            return _secret_object(_read_bounded(raw, MAX_SECRET_BYTES, deadline, where, self.url, timeout, self._errors), where, self.url)
-        try:
-            # Read (and ignore) the error's body so that the connection can serve the next fetch;
-            # one too large or too slow is dropped with its connection instead.
-            _read_bounded(raw, _MAX_ERROR_BYTES, deadline, where, self.url, timeout, self._errors)
-        except HubError:
-            pass
+        with Exchange(timeout) as exchange:  # the deadline of the whole exchange, head included
+            failure = None
+            try:
+                raw = self._get(namespace, name, timeout)
+            except self._errors as exc:
+                failure = "timeout" if exchange.expired else failure_kind(exc)
+            if failure is not None:
+                # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
+                # hold a password) and nothing of a transport's error may chain onto ours.
+                raise HubError(failure_message(failure, where, self.url, timeout))
+            status = raw.status
+            if status == 200:
+                body = read_answer(raw, MAX_SECRET_BYTES, exchange, where, self.url, timeout, self._errors)
+                return _secret_object(body, where, self.url)
+            try:
+                # Read (and ignore) the error's body so that the connection can serve the next
+                # fetch; one too large or too slow is dropped with its connection instead.
+                read_answer(raw, _MAX_ERROR_BYTES, exchange, where, self.url, timeout, self._errors)
+            except HubError:
+                pass
         raise HubError(_status_message(status, where, namespace, self.url), status=status)
 
     def close(self) -> None:
@@ -218,76 +210,6 @@ def _without_userinfo(url: str) -> str:
     end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
     authority = rest[:end]
     return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}" if "@" in authority else url
-
-
-def _failure(exc: BaseException) -> str:
-    """What kind of failure a transport exception is: ``connect``, ``timeout``, ``tls`` or its type."""
-    import ssl
-
-    urllib3_errors = sys.modules.get("urllib3.exceptions")  # only the kubernetes client's path loads it
-    if urllib3_errors is not None:
-        if isinstance(exc, urllib3_errors.NewConnectionError):  # before timeouts: it subclasses ConnectTimeoutError
-            return "connect"
-        if isinstance(exc, urllib3_errors.TimeoutError):
-            return "timeout"
-        if isinstance(exc, urllib3_errors.SSLError) or str(getattr(exc, "reason", "")).startswith("SSLError"):
-            return "tls"
-    plain = sys.modules.get("cpcreds_secretreader.hubhttp")
-    if plain is not None and isinstance(exc, plain.ConnectFailed):
-        return "connect"
-    if isinstance(exc, TimeoutError):
-        return "timeout"
-    if isinstance(exc, ssl.SSLError):
-        return "tls"
-    return type(exc).__name__
-
-
-def _failure_message(failure: str, where: str, url: str, timeout: float) -> str:
-    if failure == "timeout":
-        return f"the hub {url} did not answer within {timeout:g}s reading {where}"
-    reason = {"connect": "cannot connect", "tls": "TLS handshake failed (check the hub's CA)"}.get(failure, failure)
-    return f"cannot read {where} from the hub {url}: {reason}"
-
-
-def _read_bounded(
-    raw: Any, limit: int, deadline: float, where: str, url: str, timeout: float, errors: tuple[type[BaseException], ...]
-) -> bytes:
-    """The body, at most ``limit`` bytes, read by ``deadline``. Each read is one receive whose
-    socket timeout is what is left, so a hub that trickles its answer cannot hold the fetch past
-    the plan's timeout. ``errors`` are the transport's exceptions."""
-
-    too_large = f"the hub's answer for {where} is larger than {limit // 1024} KiB"
-    declared = raw.headers.get("Content-Length")
-    problem = too_large if declared is not None and declared.isdigit() and int(declared) > limit else None
-    chunks: list[bytes] = []
-    size = 0
-    failure = None
-    try:
-        while problem is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                failure = "timeout"
-                break
-            sock = getattr(getattr(raw, "connection", None), "sock", None)
-            if sock is not None:
-                sock.settimeout(left)
-            chunk = raw.read1(min(_CHUNK, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                problem = too_large
-    except errors as exc:
-        failure = _failure(exc)
-    if failure is not None:
-        problem = _failure_message(failure, where, url, timeout)
-    if problem is not None:
-        raw.close()  # the rest of a cut answer must not be read as the next response
-        raw.release_conn()
-        raise HubError(problem)
-    raw.release_conn()
-    return b"".join(chunks)
 
 
 def _secret_object(body: bytes, where: str, url: str) -> dict[str, Any]:
@@ -407,7 +329,9 @@ def _build(source: HubSource, deadline: float) -> HubClient:
     # default three retries would multiply the time a dead hub holds a fetch.
     configuration.retries = False
     configuration.client_go_retries = False
-    return HubClient(ApiClient(configuration), source, context_namespace, expires_at=expires_at)
+    api = ApiClient(configuration)
+    watch_pool_manager(api.rest_client.pool_manager)  # its sockets under each read's deadline
+    return HubClient(api, source, context_namespace, expires_at=expires_at)
 
 
 class _Worded(Exception):
@@ -566,15 +490,12 @@ _MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
 #: What the plain path reads of a kubeconfig; any other field sends it to the kubernetes loader.
 _PLAIN_CLUSTER = {"server", "certificate-authority", "certificate-authority-data", "tls-server-name", "extensions"}
 _PLAIN_USER = {"token", "tokenFile", "token-file", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "extensions"}
-#: The variables that put a proxy between us and the hub (``urllib.request.getproxies``'s, for
-#: https): the kubernetes client applies them with NO_PROXY, so a hub behind one is its to reach.
-_PROXY_VARIABLES = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 
 
 def _plain_hub(source: HubSource) -> tuple[PlainHub, str | None] | None:
     """A plain client and the context's namespace for ``source``, or ``None`` when the source
     needs the kubernetes loader (or is broken: that loader words the error)."""
-    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+    if _proxied():
         return None
     try:
         if source.kind == "in-cluster":
@@ -588,6 +509,16 @@ def _plain_hub(source: HubSource) -> tuple[PlainHub, str | None] | None:
         return _plain_kubeconfig(source)
     except (OSError, ValueError, DocumentError):  # ssl.SSLError is an OSError
         return None
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy for https, read as the kubernetes client reads it
+    (``urllib.request.getproxies``: any spelling of HTTPS_PROXY or ALL_PROXY). A hub behind one
+    is the kubernetes client's to reach: it applies the proxy, with NO_PROXY, by its own rule."""
+    from urllib.request import getproxies
+
+    proxies = getproxies()
+    return bool(proxies.get("https") or proxies.get("all"))
 
 
 def _plain_kubeconfig(source: HubSource) -> tuple[PlainHub, str | None] | None:

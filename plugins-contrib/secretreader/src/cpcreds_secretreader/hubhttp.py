@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 from cpcreds.sdk import read_bounded
 
+from .exchange import watch
+
 __all__ = ["PlainHub", "ConnectFailed", "TRANSPORT_ERRORS"]
 
 #: Idle keep-alive connections kept per hub (as urllib3's pool kept 10).
@@ -59,14 +61,15 @@ class _Connection(http.client.HTTPSConnection):
             raise
         except OSError as exc:
             raise ConnectFailed(exc.errno, "cannot connect") from None
+        watch(self.sock)  # before the handshake: the exchange's deadline bounds it too
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_hostname)
 
 
 class _Answer:
-    """A response as :func:`cpcreds_secretreader.hub._read_bounded` reads it (urllib3's names):
-    ``status``, ``headers``, ``read1``, the ``connection`` whose socket each read's timeout is set
-    on, ``close()`` (drop the connection: the rest of the body must not be read as the next
-    answer) and ``release_conn()`` (back to the pool when the answer was read whole)."""
+    """A response as :func:`cpcreds_secretreader.exchange.read_bounded` reads it (urllib3's
+    names): ``status``, ``headers``, ``read1``, the ``connection``, ``close()`` (drop the
+    connection: the rest of the body must not be read as the next answer) and ``release_conn()``
+    (back to the pool when the answer was read whole)."""
 
     def __init__(self, hub: PlainHub, connection: _Connection, response: http.client.HTTPResponse) -> None:
         self._hub, self.connection, self._response = hub, connection, response
@@ -117,8 +120,9 @@ class PlainHub:
         self._idle: list[_Connection] = []
 
     def get(self, path: str, timeout: float) -> _Answer:
-        """Send ``GET path`` and read the status and headers within ``timeout`` seconds; the
-        body is the caller's to read. Raises what :data:`TRANSPORT_ERRORS` lists."""
+        """Send ``GET path`` and read the status and headers, each receive within ``timeout``
+        seconds and the whole under the calling thread's :class:`~cpcreds_secretreader.exchange.Exchange`;
+        the body is the caller's to read. Raises what :data:`TRANSPORT_ERRORS` lists."""
         headers = {"Accept": "application/json", "User-Agent": "cpcreds-secretreader"}
         token = self._token
         if self._token_file:
@@ -149,6 +153,7 @@ class PlainHub:
             if _usable(connection):
                 connection.timeout = timeout
                 connection.sock.settimeout(timeout)
+                watch(connection.sock)
                 return connection
             connection.close()
 
