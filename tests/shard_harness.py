@@ -162,20 +162,24 @@ def steady(replicas: list[Replica], keys: list[str], timeout: float = 20) -> dic
 
 
 def split(replicas: list[Replica], keys: list[str], timeout: float = 20) -> dict[str, set[str]]:
-    """Each replica's ready keys, once every key is ready on exactly one of them."""
-    seen: dict[str, set[str]] = {}
+    """Each replica's ready keys (by identity), once every key is ready on exactly one of them."""
+    seen: list[set[str]] = []
 
     def check() -> bool:
         # Polled on counts first: listing thousands of profiles many times a second would
         # slow down the replicas under test.
         if sum(r.ready_count() for r in replicas) != len(keys):
             return False
-        seen.update({r.identity: r.ready_keys() for r in replicas})
-        held = [key for keys_ in seen.values() for key in keys_]
+        seen[:] = [r.ready_keys() for r in replicas]
+        held = [key for keys_ in seen for key in keys_]
         return len(held) == len(keys) and set(held) == set(keys)
 
     until(check, timeout=timeout, what="every profile ready on exactly one replica")
-    return dict(seen)
+    # Replicas given one identity (a test of that mistake) are one entry: what they hold together.
+    shares: dict[str, set[str]] = {}
+    for replica, keys_ in zip(replicas, seen, strict=True):
+        shares.setdefault(replica.identity, set()).update(keys_)
+    return shares
 
 
 def expected(keys: list[str], members: list[str]) -> dict[str, set[str]]:
