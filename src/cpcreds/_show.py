@@ -62,9 +62,9 @@ _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
 def _secret_key(key: str) -> bool:
-    from .logs import _is_secret_name  # lazily: only a URL with a query or fragment needs it
+    from .logs import is_secret_name  # lazily: only a URL with a query or fragment needs it
 
-    return _is_secret_name(_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), key.replace("+", " ")))
+    return is_secret_name(_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), key.replace("+", " ")))
 
 
 def _params_shown(text: str) -> str:

@@ -28,7 +28,7 @@ from ._patterns import LazyPattern
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["get_logger", "redact_secrets", "redact_text", "configure_logging", "stdlib_logging", "REDACTED"]
+__all__ = ["get_logger", "redact_secrets", "redact_text", "is_secret_name", "configure_logging", "stdlib_logging", "REDACTED"]
 
 
 REDACTED = "[REDACTED]"
@@ -63,7 +63,9 @@ _ENDING_RE = "|".join(r"[_.-]?".join(word) for word in sorted(_SECRET_ENDINGS, k
 _SECRET_NAME = LazyPattern(rf"(?i)(?:{_ENDING_RE})$")
 
 
-def _is_secret_name(name: str) -> bool:
+def is_secret_name(name: str) -> bool:
+    """Whether a value under ``name`` (a field, flag, variable or URL parameter) is a secret:
+    the one rule for names (:func:`cpcreds._show.shown_url` uses it for query parameters)."""
     return bool(_SECRET_NAME.search(name.replace("_", "").replace("-", "").replace(".", "")))
 
 
@@ -160,13 +162,13 @@ def _sub_quoted_key(match: re.Match[str]) -> str:
 
 def _sub_colon(match: re.Match[str]) -> str:
     name = match.group(1)
-    if name.lower().endswith("authorization") or not _is_secret_name(name):
+    if name.lower().endswith("authorization") or not is_secret_name(name):
         return match.group(0)
     return f"{name}{match.group(2)}{_blank(match.group(3))}"
 
 
 def _sub_flag(match: re.Match[str]) -> str:
-    if not _is_secret_name(match.group(1)):
+    if not is_secret_name(match.group(1)):
         return match.group(0)
     return f"{match.group(1)}{match.group(2)}{_blank(match.group(3))}"
 
@@ -292,7 +294,7 @@ def redact_text(text: str, *, strict: bool = False) -> str:
 
 
 def _redact_value(key: str, value: Any) -> Any:
-    if key and _is_secret_name(key) and value not in (None, "", b""):
+    if key and is_secret_name(key) and value not in (None, "", b""):
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)
