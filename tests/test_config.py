@@ -307,7 +307,7 @@ def test_unreadable_documents_are_one_error_with_nothing_chained(tmp_path: Path,
     """Every reader words a bad file the same way (one helper) and chains no parser or OS error."""
     from cpcreds import ProfileError
     from cpcreds.images.config import load_credential_provider_config
-    from cpcreds.profiles import load_profiles
+    from cpcreds.config.profiles import load_profiles
 
     read = {"config": load_config, "profiles": load_profiles, "node config": lambda path: load_credential_provider_config(path, tmp_path)}[kind]
     error = ProfileError if kind == "profiles" else ConfigError
@@ -357,7 +357,7 @@ def test_describe_validation_error_names_the_limit_never_the_value() -> None:
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from cpcreds import config as config_module  # noqa: E402
+from cpcreds.config import provider as config_module  # noqa: E402
 
 _odd_text = st.sampled_from(["", "x", "a b", "a=b", "\x00", "\ud800", "é", "api_version"])
 _text_or_odd = st.one_of(st.text(max_size=6), _odd_text, st.integers(-1, 1), st.none(), st.booleans(), st.just([]))
@@ -480,7 +480,7 @@ def test_what_the_plain_reader_takes_the_models_take_to_the_same_policy(raw: dic
 
 def test_the_plain_reader_takes_the_example_config_whole() -> None:
     """The example config (and any file of its shape) is read without the models."""
-    from cpcreds._parse import load_document
+    from cpcreds.config.documents import load_document
 
     data = load_document(Path(__file__).resolve().parents[1].joinpath("config.example.yaml").read_bytes(), source="x")
     for raw in data["providers"]:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, _parse, resolve
+from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
+from cpcreds.config import documents as _parse
 from cpcreds.api import ExecCredential
 from cpcreds.providers import exec as exec_module
 from cpcreds.providers.exec import RunResult

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpcreds import CredentialError, ProviderConfig, load_config, resolve
-from cpcreds._parse import MAX_INT_DIGITS, DocumentError, load_document, load_documents, plain_copy
+from cpcreds.config.documents import MAX_INT_DIGITS, DocumentError, load_document, load_documents, plain_copy
 from cpcreds.access import parse_profile
 from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION
 from cpcreds.config import MAX_CONFIG_BYTES
-from cpcreds.profiles import load_profiles
+from cpcreds.config.profiles import load_profiles
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 #: Placed wherever a secret may sit (env values, args, extension values, options); must never

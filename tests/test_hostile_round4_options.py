@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds.sdk import Duration, Options, option
-from cpcreds._options import OptionError
+from cpcreds.config.options import OptionError
 
 SECRET = "hunter2-r0und4-s3cret"
 

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cpcreds._parse import DocumentError, load_document, load_documents
+from cpcreds.config.documents import DocumentError, load_document, load_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

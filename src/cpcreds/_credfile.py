@@ -2,7 +2,7 @@
 :func:`read_credential_file`, used by the ``file`` provider and offered to providers by
 :mod:`cpcreds.sdk`.
 
-A module of its own, importing only :mod:`cpcreds._parse`: a one-shot plugin that reads a key
+A module of its own, importing only :mod:`cpcreds.config.documents`: a one-shot plugin that reads a key
 file (``cpcreds-gcp``) must not load the ``file`` provider's module, which brings the plan
 types, the config module and pluggy's hook marker.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._parse import DocumentError, read_bounded
+from .config.documents import DocumentError, read_bounded
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from ._parse import plain_copy
+from .config.documents import plain_copy
 from .errors import NoMatchingProvider, ProfileError
 from .kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, exec_cluster_of_validated, unpassable_text
 from .logs import get_logger
 from .plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
-from .profiles import profile_ref
+from .config.profiles import profile_ref
 
 if TYPE_CHECKING:  # the models are imported only when a profile needs validating (see resolve)
     from .api import AccessProvider, ClusterProfile, KubeconfigCluster

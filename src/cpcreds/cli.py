@@ -418,7 +418,7 @@ def _load_provider_config(args: argparse.Namespace, settings: Settings) -> Provi
 
 
 def _profiles(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from .profiles import load_profiles, select_profile
+    from .config.profiles import load_profiles, select_profile
 
     profiles = load_profiles(args.profile)
     if args.name is not None or args.command == "get-credential":
@@ -627,7 +627,7 @@ def _cmd_kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
 
     from .access import resolve
     from .kubeconfig import KubeconfigContext, build_kubeconfig, context_name
-    from .profiles import profile_ref
+    from .config.profiles import profile_ref
 
     if args.profile == "-":
         raise ConfigError("kubeconfig needs --profile FILE: the kubeconfig refers to the file when kubectl runs cpcreds")
@@ -692,7 +692,7 @@ def _cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     if config.plugin_policy.policy_type != "AllowAll":
         lines.append(_policy_summary(config))
     if args.profile is not None:
-        from .profiles import load_profiles
+        from .config.profiles import load_profiles
 
         profiles = load_profiles(args.profile)  # read and checked before anything is printed
         report = [_profile_report(config, profile) for profile in profiles]

@@ -27,7 +27,7 @@ from .entries import CredentialStore, fresh_copy
 from .errors import AllProvidersFailed, CredentialError, EngineClosed, PluginNotAllowed, ProfileError, ProviderError, result_label
 from .flight import Flight
 from .logs import get_logger, redact_text
-from .profiles import profile_ref
+from .config.profiles import profile_ref
 
 if TYPE_CHECKING:
     from .api import ClusterProfile

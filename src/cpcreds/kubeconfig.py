@@ -12,7 +12,7 @@ from typing import Any
 
 from .access import AccessPlan, cluster_to_wire
 from .kep import API_VERSION_V1
-from .profiles import profile_ref
+from .config.profiles import profile_ref
 
 __all__ = ["KubeconfigContext", "build_kubeconfig", "context_name"]
 

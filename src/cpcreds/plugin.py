@@ -42,13 +42,13 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
-from ._parse import Limits, load_or_raise
+from .config.documents import Limits, load_or_raise
 from dataclasses import dataclass
 from .credential import Credential
 from .errors import CredentialError, ProviderError
 from ._patterns import LazyPattern
 from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, exec_cluster_of_validated
-from ._options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
+from .config.options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
 from .plan import AccessPlan
 
 # pydantic is imported only to word what the plain reading refuses, and for a provider whose

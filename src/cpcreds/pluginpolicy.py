@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._parse import open_regular
+from .config.documents import open_regular
 from .config import AllowlistEntry, PluginPolicy
 from .envline import EnvCommand, EnvLineError, kernel_path, parse_env_args
 from .errors import PluginNotAllowed

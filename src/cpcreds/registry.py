@@ -254,7 +254,7 @@ def _options_problem(exc: BaseException) -> tuple[str, str]:
     :class:`~cpcreds.sdk.OptionError` names the option; a pydantic ``ValidationError`` (a
     ``ValueError``) is worded by cpcreds; pydantic is looked at only if its module is loaded,
     which it is whenever such an error exists."""
-    from ._options import OptionError  # standard library only
+    from .config.options import OptionError  # standard library only
 
     if isinstance(exc, OptionError):  # a cpcreds.sdk.Options declaration worded it
         return (f"options.{exc.option}" if exc.option else "options", exc.problem)

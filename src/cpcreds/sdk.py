@@ -35,7 +35,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
     from ._body import BodyProblem, read_within
-    from ._parse import DocumentError, load_document, open_regular, read_bounded
+    from .config.documents import DocumentError, load_document, open_regular, read_bounded
     from .credential import Credential
     from .errors import (
         ConfigError,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         parse_response,
     )
     from ._durations import format_duration, parse_duration
-    from ._options import Duration, OptionError, Options, option
+    from .config.options import Duration, OptionError, Options, option
     from ._show import shown, type_name
     from .jwt import jwt_expiry
     from .kep import EXEC_EXTENSION, ExecCluster
@@ -101,7 +101,7 @@ _EXPORTS = {
         "parse_response",
     ),
     "_durations": ("parse_duration", "format_duration"),
-    "_options": ("Options", "option", "Duration", "OptionError"),
+    "config.options": ("Options", "option", "Duration", "OptionError"),
     "_show": ("shown", "type_name"),
     "plugin": (
         "provider_main",
@@ -114,7 +114,7 @@ _EXPORTS = {
         "plan_for_request",
     ),
     "kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
-    "_parse": ("load_document", "DocumentError", "read_bounded", "open_regular"),
+    "config.documents": ("load_document", "DocumentError", "read_bounded", "open_regular"),
     "_body": ("read_within", "BodyProblem"),
     "jwt": ("jwt_expiry",),
     "_credfile": ("read_credential_file",),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ._configrules import entry_timeout
+from .config.rules import entry_timeout
 from .errors import ConfigError
 from .kep import API_VERSION_V1
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._parse import load_or_raise, read_or_raise
+from ..config.documents import load_or_raise, read_or_raise
 from .._show import shown_url
 from ..access import AccessPlan, ExecSpec
 from ..api import ExecCluster, ExecClusterModel

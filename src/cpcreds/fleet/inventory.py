@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
-from ..profiles import load_profiles
+from ..config.profiles import load_profiles
 from .packed import PackedProfile, packed
 
 __all__ = ["Change", "DirectorySource", "FolderSource", "ProfileFeed", "profile_key", "held", "PROFILE_SUFFIXES"]

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._parse import Limits, load_or_raise, read_or_raise
+from ..config.documents import Limits, load_or_raise, read_or_raise
 from .._show import shown
 from ..config import json_type_name
 from ..errors import ConfigError
@@ -431,4 +431,3 @@ def load_credential_provider_config(path: str | os.PathLike[str], bin_dir: str |
     for provider in providers:
         _check_executable(provider)
     return CredentialProviderConfig(tuple(providers), source, bin_path)
-

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from .._parse import read_or_raise
+from ..config.documents import read_or_raise
 from ..errors import CredentialError, ImageCredentialError
 from .cache import DEFAULT_MAX_ENTRIES, DEFAULT_PURGE_INTERVAL, CacheEntry, ImageCredentialCache
 from .config import CredentialProvider, CredentialProviderConfig, load_credential_provider_config

@@ -7,7 +7,7 @@ kubelet's (``cacheKeyType``, ``serviceAccountToken``), the Python names are snak
 
 What a caller may rely on:
 
-- Parsing is bounded (size, depth: :func:`cpcreds._parse.load_document`) and raises only
+- Parsing is bounded (size, depth: :func:`cpcreds.config.documents.load_document`) and raises only
   :class:`ProtocolError`, a :class:`~cpcreds.CredentialError`, with a one-line message that names
   the field and never quotes a password, a token or the document.
 - :func:`parse_response` accepts exactly what the kubelet uses: ``kind``
@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from .._durations import format_duration, parse_duration
-from .._parse import Limits, load_or_raise
+from ..config.documents import Limits, load_or_raise
 from dataclasses import dataclass, field
 from .._show import shown
 from ..errors import CredentialError

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .. import _process
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
-from .._parse import Limits, load_or_raise
+from ..config.documents import Limits, load_or_raise
 from .._process import Groups, Outcome, find_executable, process_environment, terminate_all
 from .._show import shown
 from ..config import PluginPolicy, json_type_name
@@ -550,5 +550,3 @@ class ExecPlugin:
     @hookimpl
     def cpcreds_register_providers(self, register: Any) -> None:
         register("exec", _exec_factory)
-
-

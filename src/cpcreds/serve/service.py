@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry
 
-from .._parse import DocumentError, read_bounded
+from ..config.documents import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError

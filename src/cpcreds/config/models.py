@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from ._configrules import (
+from .rules import (
     DEFAULT_TIMEOUT,
     SHA256_PATTERN,
     CLIArgsPolicy,
@@ -24,7 +24,7 @@ from ._configrules import (
     env_name_problem,
     go_marshalled_exec_config,
 )
-from .kep import unpassable_text
+from ..kep import unpassable_text
 
 __all__ = ["ExecEnvVarModel", "ExecConfigModel", "AllowlistEntryModel", "PluginPolicyModel", "ProviderEntryModel"]
 
@@ -96,7 +96,7 @@ def _warn_allowlist_name() -> None:
     if _allowlist_name_warned:
         return
     _allowlist_name_warned = True
-    from .logs import get_logger  # only a config that needs the warning pays for logging
+    from ..logs import get_logger  # only a config that needs the warning pays for logging
 
     get_logger("cpcreds.config").warning(
         "pluginPolicy.allowlist[].name is deprecated (client-go 1.35's spelling); client-go 1.36 and cpcreds call it command"

@@ -35,7 +35,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._show import type_name
+from .._show import type_name
 
 __all__ = ["Options", "option", "Duration", "OptionError", "OptionSpec", "REQUIRED"]
 
@@ -298,7 +298,7 @@ def _convert(spec: OptionSpec, kind: Any, value: Any) -> Any:
     if kind is Duration:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError(f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
-        from ._durations import parse_duration
+        from .._durations import parse_duration
 
         try:
             seconds = parse_duration(value) if isinstance(value, str) else float(value)
@@ -363,7 +363,7 @@ def _bounds(spec: OptionSpec, amount: float, unit: str) -> None:
 
 def _duration_text(seconds: float) -> str:
     """Go's spelling without its zero tails (``12h``, ``1m``, ``1h30m``): as a user writes it."""
-    from ._durations import format_duration
+    from .._durations import format_duration
 
     text = format_duration(seconds)
     if text.endswith("m0s") and text[:-3][-1:].isdigit():

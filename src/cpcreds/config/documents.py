@@ -39,8 +39,8 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple
 
-from ._show import quoted, shown
-from ._patterns import LazyPattern
+from .._show import quoted, shown
+from .._patterns import LazyPattern
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 # pydantic is imported only to word what is wrong with a config the plain reader does not take
 # (see _worded): reading a well-formed file, as every `cpcreds get-credential` does, needs none.
-from ._configrules import (
+from .rules import (
     CLI_ARGS_POLICIES,
     DEFAULT_TIMEOUT,
     ENV_VARS_POLICIES,
@@ -41,13 +41,13 @@ from ._configrules import (
     go_marshalled_exec_config,
     parse_duration,
 )
-from ._options import did_you_mean
-from ._parse import Limits, load_or_raise, plain_copy, read_or_raise
-from ._show import quoted, type_name
-from .errors import ConfigError
-from .kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
-from ._patterns import LazyPattern
-from .settings import Settings
+from .options import did_you_mean
+from .documents import Limits, load_or_raise, plain_copy, read_or_raise
+from .._show import quoted, type_name
+from ..errors import ConfigError
+from ..kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
+from .._patterns import LazyPattern
+from ..settings import Settings
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -335,7 +335,7 @@ def _worded(model_name: str, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
     model, []) or (None, the problems in cpcreds' words)."""
     from pydantic import ValidationError
 
-    from . import _configmodels
+    from . import models as _configmodels
 
     model = getattr(_configmodels, model_name)
     problems: list[tuple[str, str]] = []

@@ -6,9 +6,9 @@ import os
 import sys
 from typing import Any
 
-from ._parse import Limits, load_or_raise, read_or_raise
-from .config import json_type_name
-from .errors import ProfileError
+from .documents import Limits, load_or_raise, read_or_raise
+from .._show import type_name as json_type_name
+from ..errors import ProfileError
 
 __all__ = ["load_profiles", "select_profile", "profile_ref", "MAX_PROFILE_FILE_BYTES"]
 
