@@ -239,7 +239,7 @@ def _cycles(graph: dict[str, set[str]], skip: tuple[str, str] | None = None) -> 
 
 
 def test_no_import_cycle_at_all() -> None:
-    # The adapters (kube) reach the engine through engine.bind() and import only cpcreds.binding.
+    # The adapters (kube) reach the engine through engine.bind() and import only cpcreds.engine.binding.
     assert _cycles(_graph()) == []
 
 

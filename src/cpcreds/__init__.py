@@ -27,9 +27,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     )
     from .config import ProviderConfig, ProviderEntry, Settings, load_config, parse_access_provider_flag
     from .credential import Credential
-    from .binding import Binding
+    from .engine.binding import Binding
     from .engine import CredentialEngine
-    from .failover import Answer
+    from .engine.failover import Answer
     from .fleet.cluster import Disengaged, Engaged, FleetCluster, FleetEvent, Updated
     from .fleet.core import Fleet
     from .fleet.hub import HubOptions
@@ -84,8 +84,8 @@ _EXPORTS = {
     "config": ("ProviderConfig", "ProviderEntry", "Settings", "load_config", "parse_access_provider_flag"),
     "credential": ("Credential",),
     "engine": ("CredentialEngine",),
-    "binding": ("Binding",),
-    "failover": ("Answer",),
+    "engine.binding": ("Binding",),
+    "engine.failover": ("Answer",),
     "fleet.core": ("Fleet",),
     "fleet.cluster": ("FleetCluster", "FleetEvent", "Engaged", "Updated", "Disengaged"),
     "fleet.hub": ("HubOptions",),

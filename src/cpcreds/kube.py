@@ -15,19 +15,19 @@ Each adapter ties one ClusterProfile's plan to client ``Configuration`` objects:
   rotation the REST client (its connection pool, and for ``kubernetes.aio`` its SSL context and
   session) is rebuilt so new connections present the new certificate;
 - ``api_client()`` retries a request once after a 401, with a credential fetched after
-  :meth:`Binding.invalidate <cpcreds.binding.Binding.invalidate>` — never with no credential: a failing provider raises a
+  :meth:`Binding.invalidate <cpcreds.engine.binding.Binding.invalidate>` — never with no credential: a failing provider raises a
   :class:`~cpcreds.CredentialError` and no request is sent. The sync and the aio client follow one
   request policy (:func:`request_flow`); each only drives it with its own I/O.
 - with failover (``failover: true``), the credential comes from whichever provider answers
-  (:meth:`Binding.answer <cpcreds.binding.Binding.answer>`); a 401 invalidates exactly the credential that was sent,
+  (:meth:`Binding.answer <cpcreds.engine.binding.Binding.answer>`); a 401 invalidates exactly the credential that was sent,
   in the plan that answered it. Providers of one profile may name different endpoints (a gateway
   and the cluster itself): the configuration follows the answering provider's server, CA,
   tls-server-name and proxy, and ``api_client()`` renews its connections when they change.
 
 The adapters reach the engine only through ``engine.bind(profile)`` (a
-:class:`~cpcreds.binding.Binding`), and this module never imports the engine: imports flow one way.
+:class:`~cpcreds.engine.binding.Binding`), and this module never imports the engine: imports flow one way.
 The private directories are removed on ``close()`` (the client's, or the engine's: each client
-binding registers with :meth:`Binding.on_close <cpcreds.binding.Binding.on_close>`), when the binding is garbage-collected, and at
+binding registers with :meth:`Binding.on_close <cpcreds.engine.binding.Binding.on_close>`), when the binding is garbage-collected, and at
 interpreter exit, only ever by the process that created them (a forked child's exit leaves its
 parent's files alone). Python's default SIGTERM action skips exit handlers: a service calls
 :func:`remove_certificate_files` from its signal handler (or raises ``SystemExit`` there).
@@ -47,9 +47,9 @@ import weakref
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .binding import Binder, Binding
+from .engine.binding import Binder, Binding
 from .credential import Credential
-from .failover import Answer
+from .engine.failover import Answer
 from .plan import AccessPlan
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
-from ..binding import Binding
+from ..engine.binding import Binding
 from ..credential import Credential
 
 __all__ = ["httpx_auth", "ssl_context"]

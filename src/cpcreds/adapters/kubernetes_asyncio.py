@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..binding import Binder
+from ..engine.binding import Binder
 from ..kube import AsyncCredentialedClient, aconfigure
 
 __all__ = ["aapi_client", "abuild_config"]

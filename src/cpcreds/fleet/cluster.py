@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..binding import Binding
+from ..engine.binding import Binding
 from ..errors import CredentialError
 from .packed import packed, unpacked
 

@@ -23,7 +23,7 @@ from .cluster import FleetCluster, Updated, retire
 from .scheduler import FetchScheduler
 
 if TYPE_CHECKING:
-    from ..binding import Binding
+    from ..engine.binding import Binding
     from ..engine import CredentialEngine
     from ..policies import BackoffPolicy
     from .events import EventFanout

@@ -63,7 +63,7 @@ def cache_key(key_type: str, image: ImageReference) -> str:
 
 
 class Flight(_flight.Flight):
-    """One plugin run and the callers waiting for it (:class:`cpcreds.flight.Flight`, whose
+    """One plugin run and the callers waiting for it (:class:`cpcreds.engine.flight.Flight`, whose
     ``value`` is the :class:`CacheEntry`). Ends once: with an entry (and the key type and key it
     was filed under), an error, or abandoned. ``asked`` is the repository the run asks the
     plugin about."""

@@ -8,11 +8,11 @@ What it guarantees, per AccessPlan (equal plans share everything below):
   when it has none). The cache is bounded; expired and least recently used entries are purged.
   An answer that has already expired is a failure, never handed out.
 - **Single-flight**: concurrent callers, threads and asyncio tasks alike, share one provider call
-  (a :class:`~cpcreds.flight.Flight`). Each waiter's cancellation or Ctrl-C is its own.
+  (a :class:`~cpcreds.engine.flight.Flight`). Each waiter's cancellation or Ctrl-C is its own.
 - **Refresh ahead**: inside the refresh window before expiry, the next caller starts one background
   refresh and still gets the valid cached credential; nobody waits unless it has expired.
 - **Invalidate**: after a 401, :meth:`CredentialEngine.invalidate` (or :meth:`Binding.invalidate
-  <cpcreds.binding.Binding.invalidate>`) drops the credential only if it is still the cached one.
+  <cpcreds.engine.binding.Binding.invalidate>`) drops the credential only if it is still the cached one.
 - **Backoff**: after a failure, the provider is not called again until an exponentially growing,
   jittered, capped delay has passed; meanwhile callers get the last error at once (or the cached
   credential, while it is still valid). A success resets it. Work that stopped without an answer
@@ -21,10 +21,10 @@ What it guarantees, per AccessPlan (equal plans share everything below):
 - **Failover** (``failover: true``): when a profile's provider fails, the next provider the config
   lists and the profile offers answers instead; see docs/failover.md.
 
-The parts: :mod:`~cpcreds.plancache` (profile identity -> plan), :mod:`~cpcreds.entries`
-(per plan: credential, flight, backoff), :mod:`~cpcreds.failover` (the walk across a profile's
-providers), :mod:`~cpcreds.fetching` and :mod:`~cpcreds.workers` (where and how a fetch runs, and
-how its outcome is counted), :mod:`~cpcreds.binding` (a profile's handle, and the one answer flow
+The parts: :mod:`~cpcreds.engine.plancache` (profile identity -> plan), :mod:`~cpcreds.engine.entries`
+(per plan: credential, flight, backoff), :mod:`~cpcreds.engine.failover` (the walk across a profile's
+providers), :mod:`~cpcreds.engine.fetching` and :mod:`~cpcreds.engine.workers` (where and how a fetch runs, and
+how its outcome is counted), :mod:`~cpcreds.engine.binding` (a profile's handle, and the one answer flow
 driven by sync and asyncio callers alike). The kubernetes adapters (:mod:`cpcreds.kube`) use the
 engine through :meth:`CredentialEngine.bind` only; this module imports them, never the reverse.
 """
@@ -37,27 +37,27 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .binding import Answers, Binding, Closing
-from .config import ProviderConfig, load_config
-from .credential import Credential
+from ..config import ProviderConfig, load_config
+from ..credential import Credential
 from .entries import CredentialStore, closed_error
 from .failover import Answer, FailoverWalk, Route
 from .fetching import FetchRunner, call_provider
-from .logs import get_logger, redact_text
-from .metrics import Metrics
-from .plan import AccessPlan
+from ..logs import get_logger, redact_text
+from ..metrics import Metrics
+from ..plan import AccessPlan
 from .plancache import PlanCache, profile_identity
-from .policies import BackoffPolicy, RefreshPolicy
-from .registry import ProviderRegistry
+from ..policies import BackoffPolicy, RefreshPolicy
+from ..registry import ProviderRegistry
 from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are asked for (cpcreds.metrics)
     from prometheus_client import CollectorRegistry
 
-    from .api import ClusterProfile
+    from ..api import ClusterProfile
 
 __all__ = ["CredentialEngine", "Answer", "Binding", "RefreshPolicy", "BackoffPolicy", "call_provider"]
 
-_log = get_logger(__name__)
+_log = get_logger("cpcreds.engine")
 
 
 class CredentialEngine:

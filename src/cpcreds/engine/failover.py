@@ -21,18 +21,18 @@ import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .access import AccessPlan, Candidate, resolve_chain
-from .credential import Credential
+from ..access import AccessPlan, Candidate, resolve_chain
+from ..credential import Credential
 from .entries import CredentialStore, fresh_copy
-from .errors import AllProvidersFailed, CredentialError, EngineClosed, PluginNotAllowed, ProfileError, ProviderError, result_label
+from ..errors import AllProvidersFailed, CredentialError, EngineClosed, PluginNotAllowed, ProfileError, ProviderError, result_label
 from .flight import Flight
-from .logs import get_logger, redact_text
-from .config.profiles import profile_ref
+from ..logs import get_logger, redact_text
+from ..config.profiles import profile_ref
 
 if TYPE_CHECKING:
-    from .api import ClusterProfile
-    from .config import ProviderConfig
-    from .metrics import Metrics
+    from ..api import ClusterProfile
+    from ..config import ProviderConfig
+    from ..metrics import Metrics
 
 __all__ = ["Answer", "Route", "FailoverWalk", "Step", "FAILOVER_REASONS", "failover_reason", "moves_on", "profile_label"]
 

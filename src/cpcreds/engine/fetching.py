@@ -2,8 +2,8 @@
 
 A fetch is led by one caller (:meth:`FetchRunner.fetch` in a thread that leads it,
 :meth:`FetchRunner.start` for an asyncio caller, :meth:`FetchRunner.refresh` for nobody), runs in
-one of :class:`~cpcreds.workers.Workers`' slots, and ends by publishing its outcome to the
-:class:`~cpcreds.entries.CredentialStore` and waking the flight's waiters.
+one of :class:`~cpcreds.engine.workers.Workers`' slots, and ends by publishing its outcome to the
+:class:`~cpcreds.engine.entries.CredentialStore` and waking the flight's waiters.
 
 Providers say what the engine needs to know of them, optionally:
 
@@ -26,14 +26,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .credential import Credential, format_rfc3339
+from ..credential import Credential, format_rfc3339
 from .entries import CredentialStore
-from .errors import CLIENT_INTERNAL_ERROR, CredentialError, PluginOutputError, ProviderError, ProviderTimeout, result_label
+from ..errors import CLIENT_INTERNAL_ERROR, CredentialError, PluginOutputError, ProviderError, ProviderTimeout, result_label
 from .flight import Flight
-from .hookspecs import Provider
-from .logs import get_logger, redact_text
-from .metrics import Metrics
-from .plan import AccessPlan
+from ..hookspecs import Provider
+from ..logs import get_logger, redact_text
+from ..metrics import Metrics
+from ..plan import AccessPlan
 from .workers import Workers
 
 if TYPE_CHECKING:  # asyncio is loaded only where a coroutine runs

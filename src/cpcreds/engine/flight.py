@@ -22,8 +22,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .credential import Credential
-from .errors import CredentialError
+from ..credential import Credential
+from ..errors import CredentialError
 
 if TYPE_CHECKING:  # asyncio is loaded only where a coroutine runs
     import asyncio

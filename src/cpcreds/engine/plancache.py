@@ -16,12 +16,12 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .access import AccessPlan, resolve
+from ..access import AccessPlan, resolve
 from .failover import Route
 
 if TYPE_CHECKING:
-    from .api import ClusterProfile
-    from .config import ProviderConfig
+    from ..api import ClusterProfile
+    from ..config import ProviderConfig
 
 __all__ = ["PlanCache", "profile_identity"]
 
@@ -99,7 +99,7 @@ def profile_identity(profile: Any) -> Any:
 
 
 class PlanCache:
-    """Profile identity -> plan, and -> failover :class:`~cpcreds.failover.Route` (failover
+    """Profile identity -> plan, and -> failover :class:`~cpcreds.engine.failover.Route` (failover
     profiles only). ``plans`` is read without a lock (a dict read is atomic); writes take one."""
 
     def __init__(self, config: ProviderConfig, max_entries: int) -> None:

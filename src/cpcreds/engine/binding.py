@@ -7,8 +7,8 @@ engine's single-flight when it must, fails over as the config says, and after a 
 the credential that was rejected.
 
 One flow, two drivers: an answer is a generator (:meth:`Answers.plan_flow` for one plan,
-:meth:`~cpcreds.failover.FailoverWalk.walk` across a profile's providers) that yields a
-:data:`~cpcreds.failover.Step` whenever a fetch must be led or waited for. :meth:`Answers.run`
+:meth:`~cpcreds.engine.failover.FailoverWalk.walk` across a profile's providers) that yields a
+:data:`~cpcreds.engine.failover.Step` whenever a fetch must be led or waited for. :meth:`Answers.run`
 drives it in the calling thread (it leads fetches itself and blocks on the flight);
 :meth:`Answers.arun` drives it from an asyncio task (fetches run off the task; cancelling the
 task cancels only its own wait, never the shared fetch).
@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, Protocol
 
-from .credential import Credential
+from ..credential import Credential
 from .entries import CredentialStore, fresh_copy
 from .failover import Answer, FailoverWalk, Route, Step
 from .fetching import FetchRunner
-from .plan import AccessPlan
+from ..plan import AccessPlan
 
 __all__ = ["Binding", "Binder", "Answers", "Closing"]
 

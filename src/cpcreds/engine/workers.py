@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .credential import Credential
-from .errors import CredentialError, EngineClosed, ProviderError, ProviderTimeout
+from ..credential import Credential
+from ..errors import CredentialError, EngineClosed, ProviderError, ProviderTimeout
 
 __all__ = ["Workers", "ThreadPool", "DEFAULT_MAX_CONCURRENT_FETCHES", "DEFAULT_MAX_FETCHES_PER_PROVIDER", "IDLE_SECONDS"]
 

@@ -6,7 +6,7 @@ read and one tuple read are atomic in CPython, and it is the hottest path there 
 
 What the store decides, under its lock, for each caller (:meth:`CredentialStore.claim`): the
 cached credential (starting one background refresh inside the refresh window), or the
-:class:`~cpcreds.flight.Flight` to wait on and whether this caller leads it, or the last error
+:class:`~cpcreds.engine.flight.Flight` to wait on and whether this caller leads it, or the last error
 while the plan backs off. Running the fetch is :mod:`cpcreds.fetching`'s job; it hands the
 outcome back through :meth:`CredentialStore.publish`.
 """
@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .credential import Credential
-from .errors import CredentialError, EngineClosed, ProviderError
+from ..credential import Credential
+from ..errors import CredentialError, EngineClosed, ProviderError
 from .flight import Flight
-from .metrics import Metrics
-from .plan import AccessPlan
-from .policies import BackoffPolicy, RefreshPolicy
+from ..metrics import Metrics
+from ..plan import AccessPlan
+from ..policies import BackoffPolicy, RefreshPolicy
 
 if TYPE_CHECKING:
-    from .access import Candidate
+    from ..access import Candidate
 
 __all__ = ["CredentialStore", "Entry", "fresh_copy", "closed_error"]
 
