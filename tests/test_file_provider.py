@@ -17,7 +17,7 @@ from cpcreds.config import ProviderConfig
 from cpcreds.credential import Credential
 from cpcreds.errors import ConfigError, ProviderError
 from cpcreds.providers.file import MAX_FILE_BYTES, FileProvider
-from cpcreds.registry import ProviderRegistry
+from cpcreds.providers.registry import ProviderRegistry
 from tests.fakes.pki import make_key_pair as self_signed_pair
 
 UTC = timezone.utc

@@ -47,11 +47,11 @@ def heavy(modules: set[str]) -> list[str]:
 
 
 def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
-    code = "import cpcreds.hookspecs"
+    code = "import cpcreds.providers.hookspecs"
     assert heavy(loaded_after(code)) == []
     script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
     ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert set(eval(ours)) <= {"cpcreds", "cpcreds.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._patterns"}
+    assert set(eval(ours)) <= {"cpcreds", "cpcreds.providers", "cpcreds.providers.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._patterns"}
 
 
 @pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from cpcreds import Credential, CredentialEngine, Fleet, ProviderRegistry
 from cpcreds.fleet.inventory import ProfileFeed
-from cpcreds.hookspecs import hookimpl
+from cpcreds.sdk import hookimpl
 from tests.fakes import mint
 from tests.fakes.builders import access_provider, cluster_profile, config_of
 from tests.fleet_harness import MINT, auntil, make_engine, make_fleet, profile, until  # noqa: F401 - fixtures

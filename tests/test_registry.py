@@ -16,16 +16,16 @@ from cpcreds.config import ProviderConfig, ProviderEntry
 from cpcreds.credential import Credential
 from cpcreds.engine import call_provider
 from cpcreds.errors import ConfigError, ProviderError
-from cpcreds.hookspecs import hookimpl
+from cpcreds.sdk import hookimpl
 from cpcreds.providers.exec import ExecProvider
 from cpcreds.providers.file import FileProvider
-from cpcreds.registry import BUILTIN_PLUGIN, PluginLoadError, ProviderRegistry
+from cpcreds.providers.registry import BUILTIN_PLUGIN, PluginLoadError, ProviderRegistry
 from tests.fakes.distributions import installed_distribution
 
 # -- a fake installed distribution ---------------------------------------------------------------
 
 VAULT_MODULE = """\
-from cpcreds.hookspecs import Credential, hookimpl
+from cpcreds.sdk import Credential, hookimpl
 
 
 class VaultProvider:
@@ -241,7 +241,7 @@ def test_plugin_failing_on_import_is_reported_and_others_still_load(
 
 def test_plugin_whose_hook_raises_is_reported_and_skipped(vault: Path, install: Install) -> None:
     source = """\
-        from cpcreds.hookspecs import hookimpl
+        from cpcreds.sdk import hookimpl
 
         @hookimpl
         def cpcreds_register_providers(register):
@@ -259,7 +259,7 @@ def test_plugin_whose_hook_raises_is_reported_and_skipped(vault: Path, install: 
 def test_plugin_whose_hook_raises_after_registering_leaves_no_type_behind(install: Install) -> None:
     # "reported and skipped" means skipped: a half-run hook must not leave a usable type.
     source = """\
-        from cpcreds.hookspecs import hookimpl
+        from cpcreds.sdk import hookimpl
         from cpcreds.providers.file import FileProvider
 
         @hookimpl
@@ -275,7 +275,7 @@ def test_plugin_whose_hook_raises_after_registering_leaves_no_type_behind(instal
 
 def test_plugin_whose_hook_has_the_wrong_signature_is_reported(install: Install) -> None:
     source = """\
-        from cpcreds.hookspecs import hookimpl
+        from cpcreds.sdk import hookimpl
 
         @hookimpl
         def cpcreds_register_providers(registrar, extra):
@@ -314,7 +314,7 @@ def test_duplicate_type_from_a_second_plugin_is_reported_and_the_first_wins(vaul
 
 def test_plugin_claiming_a_builtin_type_is_reported_and_the_builtin_wins(install: Install) -> None:
     source = """\
-        from cpcreds.hookspecs import hookimpl
+        from cpcreds.sdk import hookimpl
 
         @hookimpl
         def cpcreds_register_providers(register):
@@ -329,7 +329,7 @@ def test_plugin_claiming_a_builtin_type_is_reported_and_the_builtin_wins(install
 
 def test_plugin_registering_an_empty_type_name_is_reported(install: Install) -> None:
     source = """\
-        from cpcreds.hookspecs import hookimpl
+        from cpcreds.sdk import hookimpl
 
         @hookimpl
         def cpcreds_register_providers(register):
@@ -527,7 +527,7 @@ def test_load_error_message_is_redacted(install: Install) -> None:
 
 def test_broken_plugin_is_not_logged_when_loading(install: Install, caplog: pytest.LogCaptureFixture) -> None:
     install("cpcreds-fake-quiet", "cpcreds_fake_quiet", BROKEN_ON_IMPORT, {"test-quiet": "cpcreds_fake_quiet"})
-    with caplog.at_level("DEBUG", logger="cpcreds.registry"):
+    with caplog.at_level("DEBUG", logger="cpcreds.providers.registry"):
         registry = ProviderRegistry()
         assert registry.load_errors
     assert caplog.records == []
@@ -535,7 +535,7 @@ def test_broken_plugin_is_not_logged_when_loading(install: Install, caplog: pyte
 
 def test_warn_load_errors_logs_each_failure_once_per_process(install: Install, caplog: pytest.LogCaptureFixture) -> None:
     install("cpcreds-fake-once", "cpcreds_fake_once", BROKEN_ON_IMPORT, {"test-once": "cpcreds_fake_once"})
-    with caplog.at_level("WARNING", logger="cpcreds.registry"):
+    with caplog.at_level("WARNING", logger="cpcreds.providers.registry"):
         ProviderRegistry().warn_load_errors()
         ProviderRegistry().warn_load_errors()
     messages = [r.getMessage() for r in caplog.records]

@@ -55,14 +55,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ProviderError,
         ProviderTimeout,
     )
-    from .hookspecs import Provider, hookimpl
+    from .providers.hookspecs import Provider, hookimpl
     from .kep import ExecCluster
     from .plan import AccessPlan, ExecSpec
     from .images.credentials import ImageCredentials, RegistryCredential, RegistryCredentials
     from .kube import remove_certificate_files
     from .policies import BackoffPolicy, RefreshPolicy
     from .providers.exec import ExecProvider
-    from .registry import ProviderRegistry
+    from .providers.registry import ProviderRegistry
 
     __version__: str
 
@@ -111,12 +111,12 @@ _EXPORTS = {
         "ProviderError",
         "ProviderTimeout",
     ),
-    "hookspecs": ("Provider", "hookimpl"),
+    "providers.hookspecs": ("Provider", "hookimpl"),
     "images.credentials": ("ImageCredentials", "RegistryCredential", "RegistryCredentials"),
     "kube": ("remove_certificate_files",),
     "policies": ("BackoffPolicy", "RefreshPolicy"),
     "providers.exec": ("ExecProvider",),
-    "registry": ("ProviderRegistry",),
+    "providers.registry": ("ProviderRegistry",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

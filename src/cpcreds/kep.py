@@ -1,6 +1,6 @@
 """The KEP names and the one KEP-541 wire type a plan holds, without pydantic.
 
-This is the base the plan (:mod:`cpcreds.plan`), the exec provider and :mod:`cpcreds.hookspecs`
+This is the base the plan (:mod:`cpcreds.plan`), the exec provider and :mod:`cpcreds.providers.hookspecs`
 build on: the apiVersions and reserved extension names of KEP-541 / KEP-5339, what text can be
 handed to a process, and :class:`ExecCluster`, the ``spec.cluster`` a plugin receives. Reading
 wire objects *with worded errors* is :mod:`cpcreds.api`'s job (pydantic, imported only when an

@@ -16,7 +16,7 @@ from this plugin). :func:`run_kubelet_plugin` does all of it for a function::
         run_kubelet_plugin(answer)
 
 A provider with a ``get_image_credential`` method (see
-:class:`cpcreds.hookspecs.ImageCredentialProvider`) becomes a kubelet plugin with no code of its
+:class:`cpcreds.sdk.ImageCredentialProvider`) becomes a kubelet plugin with no code of its
 own: :func:`kubelet_plugin_main` makes the ``main`` of a ``[project.scripts]`` entry, which builds
 the provider from ``--option=value`` flags (the kubelet config's ``args``), exactly as
 :func:`cpcreds.plugin.provider_main` does for KEP-541::

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         ProviderError,
         ProviderTimeout,
     )
-    from .hookspecs import ImageCredentialProvider, Provider, ProviderFactory, Register, hookimpl
+    from .providers.hookspecs import ImageCredentialProvider, Provider, ProviderFactory, Register, hookimpl
     from .images.protocol import (
         CACHE_KEY_GLOBAL,
         CACHE_KEY_IMAGE,
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
 
 #: The module that defines each public name.
 _EXPORTS = {
-    "hookspecs": ("hookimpl", "Provider", "ImageCredentialProvider", "ProviderFactory", "Register"),
+    "providers.hookspecs": ("hookimpl", "Provider", "ImageCredentialProvider", "ProviderFactory", "Register"),
     "plan": ("AccessPlan", "ExecSpec"),
     "kep": ("ExecCluster", "EXEC_EXTENSION"),
     "credential": ("Credential",),

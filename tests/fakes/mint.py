@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from cpcreds.hookspecs import Credential, ProviderError, hookimpl
+from cpcreds.sdk import Credential, ProviderError, hookimpl
 
 #: Calls per cluster name, across every MintProvider of the process.
 calls: Counter[str] = Counter()

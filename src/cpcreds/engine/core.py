@@ -47,7 +47,7 @@ from ..metrics import Metrics
 from ..plan import AccessPlan
 from .plancache import PlanCache, profile_identity
 from ..policies import BackoffPolicy, RefreshPolicy
-from ..registry import ProviderRegistry
+from ..providers.registry import ProviderRegistry
 from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are asked for (cpcreds.metrics)

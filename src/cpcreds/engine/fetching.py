@@ -30,7 +30,7 @@ from ..credential import Credential, format_rfc3339
 from .entries import CredentialStore
 from ..errors import CLIENT_INTERNAL_ERROR, CredentialError, PluginOutputError, ProviderError, ProviderTimeout, result_label
 from .flight import Flight
-from ..hookspecs import Provider
+from ..providers.hookspecs import Provider
 from ..logs import get_logger, redact_text
 from ..metrics import Metrics
 from ..plan import AccessPlan

@@ -45,7 +45,7 @@ from ..errors import (
     ProviderError,
     ProviderTimeout,
 )
-from ..hookspecs import hookimpl
+from .hookspecs import hookimpl
 from ..kep import EXEC_INFO_ENV
 from ..logs import get_logger, redact_text
 from ..pluginpolicy import PluginGate
@@ -547,6 +547,7 @@ def _exec_factory(options: dict[str, Any]) -> ExecProvider:
 class ExecPlugin:
     """Registers the exec provider under kind ``exec``, like any third-party plugin."""
 
-    @hookimpl
+    # tryfirst: the built-ins register before the plugins without it (their names are reserved too).
+    @hookimpl(tryfirst=True)
     def cpcreds_register_providers(self, register: Any) -> None:
         register("exec", _exec_factory)

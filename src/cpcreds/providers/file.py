@@ -29,7 +29,7 @@ from ..access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
 from ..errors import ProviderError
-from ..hookspecs import hookimpl
+from .hookspecs import hookimpl
 from ..jwt import jwt_expiry
 
 __all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", "MAX_FILE_BYTES"]
@@ -179,6 +179,7 @@ class FileProvider:
 class FilePlugin:
     """Registers the ``file`` provider type."""
 
-    @hookimpl
+    # tryfirst: the built-ins register before the plugins without it (their names are reserved too).
+    @hookimpl(tryfirst=True)
     def cpcreds_register_providers(self, register: Any) -> None:
         register("file", FileProvider)

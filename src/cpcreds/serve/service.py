@@ -39,7 +39,7 @@ from ..fleet.inventory import Change, DirectorySource, FolderSource
 from ..fleet.members import MemberIndex
 from ..fleet.metrics import DuplicatesCollector
 from ..logs import get_logger, redact_text
-from ..registry import ProviderRegistry
+from ..providers.registry import ProviderRegistry
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
 from .metrics import ServeCollector, ShardCollector
 from .probe import Prober

@@ -1,4 +1,4 @@
-"""The whole contract for third-party providers.
+"""The whole contract for third-party providers: one pluggy hook.
 
 A provider package exposes a module (or object) with a :data:`hookimpl`-marked
 ``cpcreds_register_providers`` and names it in its ``pyproject.toml``::
@@ -8,7 +8,7 @@ A provider package exposes a module (or object) with a :data:`hookimpl`-marked
 
 and in ``cpcreds_vault/plugin.py``::
 
-    from cpcreds.hookspecs import hookimpl, Credential
+    from cpcreds.sdk import Credential, hookimpl
 
     class VaultProvider:
         def __init__(self, options):          # the entry's `options:` mapping, from the config
@@ -23,7 +23,28 @@ and in ``cpcreds_vault/plugin.py``::
         register("vault", VaultProvider)
 
 A config entry then uses it with ``type: vault`` and ``options: {...}``. The exec provider (kind
-``exec``) and the ``file`` provider are registered exactly this way.
+``exec``) and the ``file`` provider are plugins registered exactly this way, with
+``@hookimpl(tryfirst=True)``; their names are reserved: no other plugin can take them.
+
+cpcreds calls the hook through pluggy (``pm.hook.cpcreds_register_providers(register=...)``),
+once over every loaded plugin, so pluggy's options work as in pytest:
+
+- ``@hookimpl(tryfirst=True)`` / ``@hookimpl(trylast=True)``: be called before / after the
+  plugins without it. A type name belongs to the first plugin that registers it, so
+  ``tryfirst`` wins a name that two plugins register; plugins with the same marks are called
+  in the order they were found, the first found first.
+- ``@hookimpl(wrapper=True)``: a generator that runs around all the others: code before its
+  ``yield`` runs first, code after it once every other plugin has registered.
+  ``register.types`` is a read-only mapping (type name to factory) of what this call has
+  registered so far, so a wrapper (or a ``trylast`` hook) can see what the others did, e.g.
+  register a fallback only for a name nobody took.
+
+``register`` may be called only while the hook runs, from its own code (each type is credited
+to the plugin whose hook implementation calls it). A plugin whose hook raises, or that
+registers a name already taken, fails to load as a whole: none of its types are kept, the error
+is recorded (``cpcreds plugins`` shows it) and the other plugins register without it. The hook
+may be called more than once in a process (each registry calls it, and calls it again without
+a plugin that failed): register types and do nothing else there.
 """
 
 from __future__ import annotations
@@ -34,9 +55,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import pluggy
 
 # The base only (tests/test_imports.py): the plan, the credential, the errors.
-from .credential import Credential
-from .errors import ProviderError
-from .plan import AccessPlan
+from ..credential import Credential
+from ..errors import ProviderError
+from ..plan import AccessPlan
 
 __all__ = [
     "PROJECT_NAME",
@@ -84,7 +105,8 @@ class Provider(Protocol):
 #: Builds a provider from a config entry's ``options`` mapping; raise ``ValueError`` (or a
 #: pydantic ``ValidationError``) with a clear message when the options are wrong.
 ProviderFactory = Callable[[Mapping[str, Any]], Provider]
-#: ``register(type_name, factory)``: what ``cpcreds_register_providers`` receives.
+#: ``register(type_name, factory)``: what ``cpcreds_register_providers`` receives (it also has
+#: ``register.types``, the read-only mapping of the types registered so far in the call).
 Register = Callable[[str, ProviderFactory], None]
 
 
@@ -92,15 +114,16 @@ Register = Callable[[str, ProviderFactory], None]
 def cpcreds_register_providers(register: Register) -> None:
     """Register provider types: call ``register("name", factory)`` once per type.
 
-    Called once when the registry loads. A name may be registered by one plugin only; a later
-    duplicate is reported as a load error and ignored.
+    Called when a registry loads its plugins (see the module's docstring for ordering, wrappers
+    and ``register.types``). A name may be registered by one plugin only: a later duplicate is
+    a load error of the plugin that registered it, which is then left out as a whole.
     """
 
 
 # -- image credentials (KEP-2133) ------------------------------------------------------------------
 
 if TYPE_CHECKING:  # at run time only when used: the protocol module is not needed to load plugins
-    from .images.protocol import CredentialProviderRequest, CredentialProviderResponse
+    from ..images.protocol import CredentialProviderRequest, CredentialProviderResponse
 
 
 @runtime_checkable
