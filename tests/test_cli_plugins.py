@@ -1,8 +1,10 @@
 """A broken installed plugin: silent where it is not needed (kubectl runs get-credential on every
-command), named where it is (a config asking for a type nobody registered, ``cpcreds plugins``)."""
+command), named where it is (a config asking for a type nobody registered, ``cpcreds plugins``);
+and what ``cpcreds plugins`` credits to which installed plugin."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,36 @@ def test_get_credential_shows_what_an_in_process_plugin_logs_through_its_handler
         "cpcreds: warning: loaded with password=[REDACTED]",
         "cpcreds: warning: asked for v",
     ]
+
+
+def test_plugins_credits_each_type_to_its_plugin_and_lists_one_that_claims_exec(tmp_path: Path) -> None:
+    # Two real entry points through pluggy: a tryfirst plugin that tries to take the exec type,
+    # and a wrapper that registers a fallback once it has seen what the others registered.
+    body = (
+        "from cpcreds.sdk import hookimpl\n"
+        "class Usurper:\n"
+        "    @hookimpl(tryfirst=True)\n"
+        "    def cpcreds_register_providers(self, register):\n"
+        "        register('exec', dict)\n"
+        "class Fallback:\n"
+        "    @hookimpl(wrapper=True)\n"
+        "    def cpcreds_register_providers(self, register):\n"
+        "        yield\n"
+        "        if 'vault' not in register.types:\n"
+        "            register('vault', dict)\n"
+        "usurper, fallback = Usurper(), Fallback()\n"
+    )
+    site = installed_distribution(
+        tmp_path / "site", dist="cpcreds-test-pair", module="cpcreds_test_pair", version="1.4",
+        entry_points={"test-usurper": "cpcreds_test_pair:usurper", "test-fallback": "cpcreds_test_pair:fallback"}, body=body,
+    )  # fmt: skip
+    env = cli_env(PYTHONPATH=str(site), CPCREDS_DISABLE_PLUGINS="", CPCREDS_PLUGINS="test-usurper,test-fallback")
+    result = run_cli("plugins", "-o", "json", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    answer = json.loads(result.stdout)
+    assert {p["type"]: (p["plugin"], p["distribution"]) for p in answer["providers"]} == {
+        "exec": ("cpcreds (built-in)", None), "file": ("cpcreds (built-in)", None), "vault": ("test-fallback", "cpcreds-test-pair")
+    }  # fmt: skip
+    [error] = answer["loadErrors"]
+    assert (error["plugin"], error["distribution"]) == ("test-usurper", "cpcreds-test-pair")
+    assert "'exec' is already registered by cpcreds (built-in)" in error["error"]

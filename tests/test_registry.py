@@ -19,7 +19,7 @@ from cpcreds.errors import ConfigError, ProviderError
 from cpcreds.sdk import hookimpl
 from cpcreds.providers.exec import ExecProvider
 from cpcreds.providers.file import FileProvider
-from cpcreds.providers.registry import BUILTIN_PLUGIN, PluginLoadError, ProviderRegistry
+from cpcreds.providers.registry import BUILTIN_PLUGIN, BUILTIN_TYPES, PluginLoadError, ProviderRegistry
 from tests.fakes.distributions import installed_distribution
 
 # -- a fake installed distribution ---------------------------------------------------------------
@@ -46,6 +46,8 @@ def cpcreds_register_providers(register):
 """
 
 Install = Callable[..., Path]
+
+BROKEN_ON_IMPORT = "raise ImportError('needs libvault 2.x')\n"
 
 
 #: Entry-point names the tests install; the allow-list keeps every other installed plugin out.
@@ -381,6 +383,199 @@ def test_plugin_objects_passed_directly_are_registered() -> None:
     assert registry.types["local"].factory is FileProvider
 
 
+# -- pluggy: ordering, wrappers, reserved names ---------------------------------------------------
+
+
+def test_a_tryfirst_plugin_found_second_takes_the_name_before_the_first(vault: Path, install: Install) -> None:
+    # Found after the vault (its folder is later on sys.path), but called before it.
+    eager = """\
+        from cpcreds.sdk import Credential, hookimpl
+
+        class Eager:
+            def __init__(self, options):
+                pass
+
+            def get_credential(self, plan):
+                return Credential(token="eager")
+
+        @hookimpl(tryfirst=True)
+        def cpcreds_register_providers(register):
+            register("vault", Eager)
+    """
+    install("cpcreds-eager", "cpcreds_fake_eager", eager, {"test-eager": "cpcreds_fake_eager"}, site="later")
+    sys.path.remove(str(vault))
+    sys.path.insert(0, str(vault))
+    importlib.invalidate_caches()
+
+    registry = ProviderRegistry()
+    assert registry.types["vault"].plugin == "test-eager"
+    assert registry.types["vault"].distribution == "cpcreds-eager"
+    assert "'vault' is already registered by test-eager" in error_for("test-vault", registry).error
+    data = {"name": "v", "type": "vault"}
+    assert call_provider(registry.create(entry(data)), plan_for(data)).token == "eager"
+
+
+FALLBACK_WRAPPER = """\
+    from cpcreds.sdk import Credential, hookimpl
+
+    SEEN = []
+
+    class Fallback:
+        def __init__(self, options):
+            pass
+
+        def get_credential(self, plan):
+            return Credential(token="fallback")
+
+    @hookimpl(wrapper=True)
+    def cpcreds_register_providers(register):
+        SEEN.append(sorted(register.types))  # before the others
+        yield
+        SEEN.append(sorted(register.types))  # after every other plugin registered
+        if "vault" not in register.types:
+            register("vault", Fallback)
+"""
+
+
+def test_a_wrapper_sees_what_the_other_plugins_registered(vault: Path, install: Install) -> None:
+    install("cpcreds-fallback", "cpcreds_fake_fallback", FALLBACK_WRAPPER, {"test-fallback": "cpcreds_fake_fallback"})
+    registry = ProviderRegistry()
+    assert registry.types["vault"].plugin == "test-vault"  # taken by the vault plugin: no fallback
+    assert registry.load_errors == []
+    seen = sys.modules["cpcreds_fake_fallback"].SEEN
+    assert seen[-2:] == [[], ["exec", "file", "vault"]]
+
+
+def test_a_wrapper_registers_a_type_nobody_else_did_and_it_is_credited_to_it(install: Install) -> None:
+    install("cpcreds-fallback", "cpcreds_fake_fallback", FALLBACK_WRAPPER, {"test-fallback": "cpcreds_fake_fallback"}, version="2.0")
+    registry = ProviderRegistry()
+    registered = registry.types["vault"]
+    assert (registered.plugin, registered.distribution, registered.version) == ("test-fallback", "cpcreds-fallback", "2.0")
+    assert registry.types["exec"].plugin == BUILTIN_PLUGIN
+    data = {"name": "v", "type": "vault"}
+    assert call_provider(registry.create(entry(data)), plan_for(data)).token == "fallback"
+
+
+def test_a_wrapper_that_raises_is_a_load_error_and_the_others_still_register(vault: Path, install: Install) -> None:
+    source = """\
+        from cpcreds.sdk import hookimpl
+
+        @hookimpl(wrapper=True)
+        def cpcreds_register_providers(register):
+            yield
+            raise RuntimeError("audit log unreachable")
+    """
+    install("cpcreds-fake-audit", "cpcreds_fake_audit", source, {"test-audit": "cpcreds_fake_audit"})
+    registry = ProviderRegistry()
+    assert error_for("test-audit", registry).error == "RuntimeError: audit log unreachable"
+    assert registry.types["vault"].plugin == "test-vault"
+    assert {"exec", "file"} <= set(registry.types)
+
+
+def test_a_wrapper_that_never_yields_is_a_load_error_and_the_others_still_register(vault: Path, install: Install) -> None:
+    source = """\
+        from cpcreds.sdk import hookimpl
+
+        @hookimpl(wrapper=True)
+        def cpcreds_register_providers(register):
+            if False:
+                yield
+    """
+    install("cpcreds-fake-noyield", "cpcreds_fake_noyield", source, {"test-noyield": "cpcreds_fake_noyield"})
+    registry = ProviderRegistry()
+    assert error_for("test-noyield", registry).distribution == "cpcreds-fake-noyield"
+    assert registry.types["vault"].plugin == "test-vault"
+
+
+def test_a_plugin_whose_hook_raises_beside_good_ones_is_left_out_and_each_type_credited() -> None:
+    class Good:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("good", FileProvider)
+
+    class Bad:
+        @hookimpl(tryfirst=True)
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("bad", FileProvider)
+            raise RuntimeError("bad plugin")
+
+    class Late:
+        @hookimpl(trylast=True)
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("late", FileProvider)
+
+    registry = ProviderRegistry(entry_points=False, plugins=(Good(), Bad(), Late()))
+    assert {name: t.plugin for name, t in registry.types.items()} == {
+        "exec": BUILTIN_PLUGIN, "file": BUILTIN_PLUGIN, "good": "plugin[0]", "late": "plugin[2]"
+    }  # fmt: skip
+    assert registry.load_errors == [PluginLoadError("plugin[1]", None, "RuntimeError: bad plugin")]
+
+
+def test_two_instances_of_one_plugin_class_are_credited_apart() -> None:
+    class Named:
+        def __init__(self, type_name: str) -> None:
+            self.type_name = type_name
+
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register(self.type_name, FileProvider)
+
+    registry = ProviderRegistry(entry_points=False, plugins=(Named("one"), Named("two")))
+    assert (registry.types["one"].plugin, registry.types["two"].plugin) == ("plugin[0]", "plugin[1]")
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_TYPES))
+def test_no_plugin_can_take_a_builtin_name_even_tryfirst(install: Install, name: str) -> None:
+    source = f"""\
+        from cpcreds.sdk import hookimpl
+
+        @hookimpl(tryfirst=True)
+        def cpcreds_register_providers(register):
+            register({name!r}, dict)
+    """
+    install("cpcreds-fake-usurper", "cpcreds_fake_usurper", source, {"test-usurper": "cpcreds_fake_usurper"})
+    registry = ProviderRegistry()
+    assert registry.types[name].plugin == BUILTIN_PLUGIN
+    assert registry.types[name].factory is not dict
+    assert f"'{name}' is already registered by {BUILTIN_PLUGIN}" in error_for("test-usurper", registry).error
+
+
+def test_a_plugin_that_swallows_a_refused_registration_still_fails_as_a_whole() -> None:
+    class Stubborn:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("mine", FileProvider)
+            try:
+                register("exec", FileProvider)
+            except ValueError:
+                pass
+
+    registry = ProviderRegistry(entry_points=False, plugins=(Stubborn(),))
+    assert "mine" not in registry.types
+    assert "'exec' is already registered" in error_for("plugin[0]", registry).error
+
+
+def test_register_called_after_the_hook_returned_is_refused() -> None:
+    kept: list[Any] = []
+
+    class Keeper:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            kept.append(register)
+
+    registry = ProviderRegistry(entry_points=False, plugins=(Keeper(),))
+    with pytest.raises(ValueError, match="while it runs"):
+        kept[0]("late", FileProvider)
+    assert "late" not in registry.types
+
+
+def test_a_disabled_entry_point_is_never_imported(install: Install, monkeypatch: pytest.MonkeyPatch) -> None:
+    install("cpcreds-fake-off", "cpcreds_fake_off", BROKEN_ON_IMPORT, {"test-off": "cpcreds_fake_off"})
+    monkeypatch.setenv("CPCREDS_DISABLE_PLUGINS", "test-off")
+    registry = ProviderRegistry()
+    assert registry.load_errors == [] and "cpcreds_fake_off" not in sys.modules
+
+
 # -- create() ------------------------------------------------------------------------------------
 
 
@@ -490,8 +685,6 @@ def test_provider_returning_a_non_credential_is_a_provider_error(value: Any) -> 
 
 
 # -- lazy loading, and warnings only when needed ---------------------------------------------------
-
-BROKEN_ON_IMPORT = "raise ImportError('needs libvault 2.x')\n"
 
 
 def test_exec_and_file_entries_import_no_third_party_plugin(install: Install, tmp_path: Path) -> None:
