@@ -439,3 +439,23 @@ def test_shown_url_never_raises_and_keeps_text_without_userinfo_or_query(text: s
     assert isinstance(shown, str)
     if "@" not in text and "?" not in text and "#" not in text:
         assert shown == text
+
+
+# -- reprs and `cpcreds resolve` show URLs as every other surface does --------------------------
+
+
+def test_a_cluster_binding_and_resolved_plan_never_show_a_secret_inside_the_server_url() -> None:
+    from cpcreds import CredentialEngine, ProviderConfig
+    from tests.fakes.builders import access_provider, cluster_profile
+
+    server = "https://admin:Hunter2Password@spoke.example:6443/?access_token=SecretTok3n"
+    profile = cluster_profile("spoke", access_provider("p", server=server, exec_extension={"clusterName": "c"}))
+    config = ProviderConfig.from_dict({"providers": [{"name": "p", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/true"}}]})
+    with CredentialEngine(config) as engine:
+        binding = engine.bind(profile)
+        plan = binding.plan
+        shown = [repr(binding), repr(plan), repr(plan.cluster), json.dumps(plan.to_dict())]
+    for text in shown:
+        assert "Hunter2Password" not in text and "SecretTok3n" not in text, text
+        assert "spoke.example:6443" in text
+    assert plan.to_dict(show_values=True)["cluster"]["server"] == server  # asked for: as written

@@ -65,7 +65,7 @@ def unpassable_text(value: str) -> str | None:
     return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate (not valid Unicode text)"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, repr=False)
 class ExecCluster:
     """KEP-541 ``Cluster``: what a plugin receives in ``spec.cluster`` (kebab-case on the wire,
     see :func:`cpcreds.plan.cluster_to_wire`), and what ``AccessPlan.cluster`` holds.
@@ -96,6 +96,22 @@ class ExecCluster:
             if problem:  # raised outside the except block: the text may be anything
                 raise ValueError("certificate_authority_data is not valid base64")
             object.__setattr__(self, "certificate_authority_data", ca)
+
+    def __repr__(self) -> str:
+        # URLs as they may be shown (a password or token in them masked), the CA data and the
+        # exec extension's values not at all: a repr ends up in logs and tracebacks.
+        from ._show import shown_url
+
+        config = self.config
+        if isinstance(config, dict):
+            config = "{" + ", ".join(f"{key!r}: ..." for key in config) + "}"
+        elif config is not None:
+            config = type(config).__name__
+        return (
+            f"ExecCluster(server={shown_url(self.server)!r}, tls_server_name={self.tls_server_name!r}, "
+            f"insecure_skip_tls_verify={self.insecure_skip_tls_verify!r}, proxy_url={shown_url(self.proxy_url)!r}, "
+            f"disable_compression={self.disable_compression!r}, config={config})"
+        )
 
 
 def exec_cluster_of_validated(

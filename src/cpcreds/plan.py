@@ -224,7 +224,14 @@ class AccessPlan:
     def to_dict(self, show_values: bool = False) -> dict[str, Any]:
         """The plan as ``cpcreds resolve`` prints it: env values and secret-looking args are
         ``***`` (see :func:`mask_args`) unless ``show_values``. A new, mutable structure."""
-        out: dict[str, Any] = {"provider": self.provider, "cluster": json.loads(json.dumps(cluster_to_wire(self.cluster)))}
+        cluster = json.loads(json.dumps(cluster_to_wire(self.cluster)))
+        if not show_values:  # a password or token inside a URL, as every URL cpcreds shows
+            from ._show import shown_url
+
+            for name in ("server", "proxy-url"):
+                if name in cluster:
+                    cluster[name] = shown_url(cluster[name])
+        out: dict[str, Any] = {"provider": self.provider, "cluster": cluster}
         if self.exec is not None:
             out["exec"] = self.exec.to_dict(show_values=show_values)
         else:

@@ -224,7 +224,9 @@ class Binding:
             store.drop_holds(keys)
 
     def __repr__(self) -> str:
-        return f"Binding(provider={self.plan.provider!r}, server={self.plan.cluster.server!r}, fails_over={self.fails_over})"
+        from .._show import shown_url
+
+        return f"Binding(provider={self.plan.provider!r}, server={shown_url(self.plan.cluster.server)!r}, fails_over={self.fails_over})"
 
 
 class Binder(Protocol):
