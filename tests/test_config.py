@@ -118,8 +118,8 @@ EXEC = '{apiVersion: client.authentication.k8s.io/v1, command: /bin/plugin}'
 @pytest.mark.parametrize(
     ("providers", "entry", "field", "reason"),
     [
-        (f"- {{name: a, execConfig: {EXEC}, profileSourcedCLIArgsPolicy: Sometimes}}", '"a" (providers[0])', "profileSourcedCLIArgsPolicy", "'Ignore' or 'Append'"),
-        (f"- {{name: a, execConfig: {EXEC}, profileSourcedEnvVarsPolicy: Merge}}", '"a"', "profileSourcedEnvVarsPolicy", "'AppendIfNotExists'"),
+        (f"- {{name: a, execConfig: {EXEC}, profileSourcedCLIArgsPolicy: Sometimes}}", '"a" (providers[0])', "profileSourcedCLIArgsPolicy", "must be one of Ignore, Append"),
+        (f"- {{name: a, execConfig: {EXEC}, profileSourcedEnvVarsPolicy: Merge}}", '"a"', "profileSourcedEnvVarsPolicy", "must be one of Ignore, AppendIfNotExists, Replace"),
         ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1alpha1, command: x}}", '"a"', "execConfig.apiVersion", "not supported"),
         ("- {name: a, execConfig: {command: x}}", '"a"', "execConfig.apiVersion", "is required"),
         ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1}}", '"a"', "execConfig.command", "is required"),
@@ -136,7 +136,7 @@ EXEC = '{apiVersion: client.authentication.k8s.io/v1, command: /bin/plugin}'
         (f"- {{name: a, execConfig: {EXEC}, timeout: 30}}", '"a"', "timeout", "bare number has no unit"),
         (f"- {{name: a, execConfig: {EXEC}, timeout: soon}}", '"a"', "timeout", "is not a duration"),
         (f"- {{name: a, execConfig: {EXEC}, timeout: 0s}}", '"a"', "timeout", "longer than zero"),
-        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Sometimes}}", '"a"', "execConfig.interactiveMode", "'Never'"),
+        ("- {name: a, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Sometimes}}", '"a"', "execConfig.interactiveMode", "must be one of Never, IfAvailable, Always"),
         ("- {name: a, type: file, profileSourcedCLIArgsPolicy: Append}", '"a"', "profileSourcedCLIArgsPolicy", "only to execConfig"),
         ("- name: ''\n  type: file", "providers[0]", "name", "must not be empty"),
         ("- just-a-string", "providers[0]", None, "must be a mapping"),

@@ -1,4 +1,5 @@
-"""cpcreds.sdk.Options: a provider's options declared once, read without pydantic (issue 19).
+"""cpcreds.sdk.Options: a provider's options declared once, read by a pydantic model generated
+from the declaration (issues 19 and 29).
 
 Through the public surface: ``Options.read`` and keyword construction, a config entry built by
 the engine (``cpcreds validate``'s path), and a console script's ``--help`` and flags."""
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds import ConfigError, CredentialEngine
-from cpcreds.registry import ProviderRegistry
+from cpcreds.providers.registry import ProviderRegistry
 from cpcreds.sdk import Duration, OptionError, Options, hookimpl, option
 from tests.fakes.builders import config_of
 
@@ -86,8 +87,8 @@ def test_an_instance_is_immutable() -> None:
         ({**BASE, "audiences": ["a", "b", "c", "d"]}, "option audiences: must be at most 3 item(s)"),
         ({**BASE, "audiences": ["A"]}, "option audiences: must match the pattern [a-z]+ (got a string of 1 characters)"),
         ({**BASE, "audiences": [1]}, "option audiences: must be a list of strings"),
-        ({**BASE, "mode": "turbo"}, "option mode: must be one of fast, safe (got 'turbo')"),
-        ({**BASE, "level": 3}, "option level: must be one of low, high (got a number)"),
+        ({**BASE, "mode": "turbo"}, "option mode: must be one of fast, safe"),
+        ({**BASE, "level": 3}, "option level: must be one of low, high"),
         ({**BASE, "rol": "x"}, "option rol: is not a known field; did you mean 'role'?"),
         ({**BASE, "address": "https://y"}, "option serverAddress: is given twice (under two spellings)"),
         ({**BASE, "verbose": True, "mode": "fast"}, "options: verbose applies only with mode safe"),
@@ -124,7 +125,7 @@ def test_any_input_is_read_or_refused_with_an_option_error_that_quotes_no_value(
     except OptionError as exc:
         for value in given.values():
             if isinstance(value, str) and len(value) > 3 and value not in ("fast", "safe", "low", "high"):
-                assert repr(value) not in str(exc)
+                assert value not in exc.problem
         return
     assert isinstance(options.retries, int) and options.retries % 2 == 0
     assert options.ttl is None or 60 <= options.ttl <= 86400
@@ -160,9 +161,7 @@ def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-X", "importtime", "-c", SCRIPT, *args], capture_output=True, text=True, timeout=30, env={"PATH": ""})
 
 
-def test_a_console_script_with_an_options_class_answers_helps_and_refuses_without_pydantic() -> None:
-    from tests.fakes.processes import imported_modules
-
+def test_a_console_script_with_an_options_class_answers_helps_and_refuses() -> None:
     answered = run_demo("--secret-name", "s-1", "-ttl", "5m")
     assert answered.returncode == 0 and '"token": "s-1"' in answered.stdout
     helped = run_demo("--help")
@@ -176,5 +175,30 @@ def test_a_console_script_with_an_options_class_answers_helps_and_refuses_withou
     )
     bad = run_demo("--ttl=later")
     assert bad.stderr.splitlines()[-1] == "cpcreds-demo: option ttl: must be a duration such as 30s, 2m or 1h30m"
-    for run in (answered, helped, bad):
-        assert not {"pydantic", "pydantic_core"} & imported_modules(run.stderr)
+
+
+def test_the_declaration_generates_one_pydantic_model() -> None:
+    from pydantic import BaseModel
+
+    model = Sample.pydantic_model()
+    assert issubclass(model, BaseModel) and Sample.pydantic_model() is model
+    assert list(model.model_fields) == ["address", "role", "ttl", "retries", "verbose", "ratio", "key_file", "audiences", "mode", "level"]
+
+
+#: Strings that look like secrets: a marker no message holds, then anything.
+_SECRETS = st.one_of(
+    st.sampled_from(["hunter2-s3cret-T0KEN", "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.c2ln", "AKIAIOSFODNN7EXAMPLE", "Zq0000"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40).map(lambda text: "Zq" + text),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["serverAddress", "role", "ttl", "retries", "verbose", "ratio", "keyFile", "audiences", "mode", "level"]), _SECRETS, st.booleans())
+def test_no_option_error_contains_the_value_given(key: str, secret: str, as_list: bool) -> None:
+    given = {**BASE, key: [secret] if as_list else secret}
+    try:
+        Sample.read(given)
+    except OptionError as exc:
+        # The message may name the option, a bound and the allowed values, never what was given.
+        assert secret not in str(exc)
+        assert exc.__cause__ is None and exc.__context__ is None

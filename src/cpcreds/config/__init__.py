@@ -48,7 +48,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        value = getattr(importlib.import_module(".provider", __name__), name)
+        # Settings (pydantic-settings) live in cpcreds.settings; re-exported here as before.
+        module = "..settings" if name == "Settings" else ".provider"
+        value = getattr(importlib.import_module(module, __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,9 @@
-"""A provider's options declared once, read without pydantic: :class:`Options` and :func:`option`.
+"""A provider's options declared once: :class:`Options` and :func:`option`, read by a pydantic
+model generated from the declaration.
 
-A provider's ``options:`` (a config entry's mapping, or a console script's ``--flags``) are read on
-every plugin run, so reading them must be cheap: this module imports nothing beyond the standard
-library, and a subclass of :class:`Options` is a plain class. One declaration gives the reading
-(conversion, checks, errors worded as cpcreds words config errors, naming the option and never
-quoting its value), ``--help`` (type, default, description) and the "did you mean" for an
-unknown option::
+One declaration gives the reading (conversion, checks, and errors worded from pydantic's error
+structure, naming the option and never quoting its value), ``--help`` (type, default,
+description) and the "did you mean" for an unknown option::
 
     class VaultOptions(Options):
         \"\"\"What --help says about the provider.\"\"\"
@@ -20,8 +18,9 @@ unknown option::
 Types (from the annotation): ``str``, ``int``, ``float``, ``bool``, :class:`pathlib.Path`,
 :data:`Duration` (Go's duration grammar or a number of seconds, read as float seconds),
 ``list[str]``/``tuple[str, ...]`` (a list of strings, or one string as one item: a flag given once),
-a ``typing.Literal`` or :class:`enum.Enum` of values, and any of them ``| None``. Strings convert
-as flags need (``"5"`` to 5, ``"true"`` to True), as pydantic's lax mode does.
+a ``typing.Literal`` or :class:`enum.Enum` of values, any of them ``| None``, and whatever else
+pydantic reads. Strings convert as flags need (``"5"`` to 5, ``"true"`` to True): pydantic's lax
+mode. :meth:`Options.pydantic_model` is the generated model.
 """
 
 from __future__ import annotations
@@ -36,8 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._show import type_name
+from .wording import BOUND_TYPES, CHOICE_TYPES, did_you_mean, word_error
 
-__all__ = ["Options", "option", "Duration", "OptionError", "OptionSpec", "REQUIRED"]
+__all__ = ["Options", "option", "Duration", "OptionError", "OptionSpec", "REQUIRED", "did_you_mean"]
 
 
 class OptionError(ValueError):
@@ -133,7 +133,8 @@ class Options:
     entry's ``options:`` or :func:`~cpcreds.sdk.parse_option_flags` give it) or with keyword
     arguments (``GcpOptions(scopes=...)``). An unknown key is an :class:`OptionError` with a
     "did you mean". Override :meth:`check_options` for a rule between options. Subclasses inherit and
-    may add options."""
+    may add options. The values are checked by one pydantic model per class
+    (:meth:`pydantic_model`), generated from the declaration the first time it is read."""
 
     __options__: typing.ClassVar[dict[str, OptionSpec]] = {}
 
@@ -151,6 +152,7 @@ class Options:
                 delattr(cls, attribute)  # the instance holds the value
         cls.__options__ = declared
         cls.__resolved__ = False
+        cls.__model__ = None
 
     @classmethod
     def declared(cls) -> list[OptionSpec]:
@@ -161,6 +163,16 @@ class Options:
                 spec.annotation = hints[spec.attribute]
             cls.__resolved__ = True
         return list(cls.__options__.values())
+
+    @classmethod
+    def pydantic_model(cls) -> Any:
+        """The pydantic model that reads these options (fields under their Python names, unknown
+        keys forbidden), built once per class."""
+        model = cls.__dict__.get("__model__")
+        if model is None:
+            model = _build_model(cls.__name__, cls.declared())
+            cls.__model__ = model
+        return model
 
     @classmethod
     def read(cls, given: Mapping[str, Any]) -> typing.Self:
@@ -177,18 +189,22 @@ class Options:
                 raise OptionError(shown, "is not a known field" + did_you_mean(key, [s.shown[0] for s in specs]))
             if spec.attribute in values:
                 raise OptionError(spec.shown[0], "is given twice (under two spellings)")
-            values[spec.attribute] = _read_value(spec, value)
-        for spec in specs:
-            if spec.attribute not in values and spec.required:
-                raise OptionError(spec.shown[0], "is required")
+            values[spec.attribute] = value
+        model = cls.pydantic_model()
+        error = _validated(model, values)
+        if isinstance(error, OptionError):
+            raise error
         instance = object.__new__(cls)
-        instance.__dict__.update((spec.attribute, values.get(spec.attribute, spec.default)) for spec in specs)
+        instance.__dict__.update((spec.attribute, getattr(error, spec.attribute)) for spec in specs)
+        problem = None
         try:
             instance.check_options()
         except OptionError:
             raise
         except ValueError as exc:
-            raise OptionError(None, str(exc)) from None
+            problem = str(exc)
+        if problem is not None:  # raised outside the except block: nothing chains to it
+            raise OptionError(None, problem)
         return instance
 
     def __init__(self, **given: Any) -> None:
@@ -211,37 +227,197 @@ class Options:
         return f"{type(self).__name__}({', '.join(f'{key}={value!r}' for key, value in self.__dict__.items())})"
 
 
-def did_you_mean(key: Any, known: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for a mistyped key close to one of ``known``, else ``""``."""
-    if not isinstance(key, str):
-        return ""
-    import difflib  # only for a mistyped key
-
-    known = list(known)
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    if not close:
-        lowered = {name.lower(): name for name in known}
-        close = [lowered[key.lower()]] if key.lower() in lowered else []
-    return f"; did you mean {close[0]!r}?" if close else ""
+# -- the generated model -----------------------------------------------------------------------------
 
 
-def _read_value(spec: OptionSpec, value: Any) -> Any:
-    # Raised outside the except block: nothing of a converter's exception (which may quote the
-    # value) is chained to ours.
-    problem = None
+def _validated(model: Any, values: dict[str, Any]) -> Any:
+    """``model`` validated from ``values``, or the :class:`OptionError` of its first error
+    (returned, so that the caller raises it outside this except block: pydantic's error holds
+    the input, which may be a secret)."""
+    from pydantic import ValidationError
+
+    errors: list[dict[str, Any]] = []
     try:
-        if spec.parse is not None:
-            value = spec.parse(value)
-        elif value is not None or not _optional(spec.annotation):
-            value = _convert(spec, _plain(spec.annotation), value)
-        if value is not None and spec.check is not None:
-            value = spec.check(value)
+        return model.model_validate(values)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=True, include_context=True)
+    except (TypeError, OverflowError, RecursionError):  # a value pydantic cannot even look at
+        errors = [{"type": "cpcreds_unreadable", "loc": (), "msg": "holds a value that cannot be read"}]
+    return _option_error(model, errors[0] if errors else {"type": "value_error", "loc": ()})
+
+
+def _option_error(model: Any, err: dict[str, Any]) -> OptionError:
+    loc = tuple(err.get("loc", ()))
+    spec: OptionSpec | None = model.__cpcreds_specs__.get(loc[0]) if loc else None
+    if spec is None:
+        return OptionError(None, word_error(err))
+    context = err.get("ctx") or {}
+    error = context.get("error")
+    if isinstance(error, OptionError):  # a parse= or check= raised one: it is worded already
+        return error
+    kind = err.get("type", "")
+    if kind in BOUND_TYPES or kind == "finite_number" and (spec.min is not None or spec.max is not None):
+        unit = " item(s)" if kind in ("too_short", "too_long") else " characters" if kind.startswith("string_too") else ""
+        return OptionError(spec.shown[0], _bounds_text(spec, unit))
+    if kind in CHOICE_TYPES:
+        choices = _choices(_plain(spec.annotation)) or []
+        return OptionError(spec.shown[0], f"must be one of {', '.join(_choice_text(choice) for choice in choices)}")
+    if len(loc) > 1 and isinstance(loc[1], int) and kind in ("string_type", "string_unicode"):
+        return OptionError(spec.shown[0], "must be a list of strings")
+    if kind in ("list_type", "tuple_type") and _is_sequence(_plain(spec.annotation)):
+        return OptionError(spec.shown[0], f"must be a list of strings, not {type_name(err.get('input'))}")
+    return OptionError(spec.shown[0], word_error(err))
+
+
+def _bounds_text(spec: OptionSpec, unit: str) -> str:
+    shown = _duration_text if _plain(spec.annotation) is Duration else (lambda n: f"{n:g}")
+    if spec.min is not None and spec.max is not None:
+        return f"must be between {shown(spec.min)} and {shown(spec.max)}{unit}"
+    if spec.min is not None:
+        return f"must be at least {shown(spec.min)}{unit}"
+    return f"must be at most {shown(spec.max)}{unit}"
+
+
+def _custom(kind: str, message: str, context: dict[str, Any] | None = None) -> Exception:
+    """A pydantic error of our own type (``cpcreds_<kind>``): its message is ours, worded from
+    ``context`` (the schema's values), never from the input."""
+    from pydantic_core import PydanticCustomError
+
+    return PydanticCustomError(f"cpcreds_{kind}", message, context)
+
+
+def _read_duration(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _custom("duration_type", f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
+    from .._durations import parse_duration
+
+    seconds: float | None = None
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError:  # its message quotes the value; ours does not
+            seconds = None
+        if seconds is None:
+            raise _custom("duration_parsing", "must be a duration such as 30s, 2m or 1h30m")
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds):
+        raise _custom("duration_parsing", "must be a duration such as 30s, 2m or 1h30m, not an endless number")
+    return seconds
+
+
+def _one_string_is_one_item(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _not_empty_path(value: Any) -> Any:
+    if isinstance(value, str) and not value:
+        raise _custom("path_empty", "must not be empty")
+    return value
+
+
+def _pattern_check(pattern: re.Pattern[str]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        for text in [value] if isinstance(value, str) else value:
+            if pattern.fullmatch(text) is None:
+                # The pattern is the provider author's, not the user's value: safe to show.
+                template = "must match the pattern {pattern} (got a string of {length} characters)"
+                raise _custom("pattern", template, {"pattern": pattern.pattern, "length": len(text)})
         return value
-    except OptionError:
-        raise
-    except ValueError as exc:
-        problem = " ".join(str(exc).split()) or "is not valid"
-    raise OptionError(spec.shown[0], problem)
+
+    return check
+
+
+def _user_function(function: Callable[[Any], Any], skip_none: bool) -> Callable[[Any], Any]:
+    def call(value: Any) -> Any:
+        if skip_none and value is None:
+            return None
+        return function(value)
+
+    return call
+
+
+def _field_type(spec: OptionSpec) -> Any:
+    """The pydantic annotation of one option: its type with the checks its declaration asks for."""
+    from pydantic import AfterValidator, BeforeValidator, Field, Strict
+
+    annotation = spec.annotation
+    if spec.parse is not None:
+        # parse= replaces the reading by type; check= still runs on what it returns.
+        validators: list[Any] = [BeforeValidator(_user_function(spec.parse, skip_none=False))]
+        if spec.check is not None:
+            validators.append(AfterValidator(_user_function(spec.check, skip_none=True)))
+        return typing.Annotated[Any, *validators]
+    optional = _optional(annotation)
+    kind = _plain(annotation)
+    metadata: list[Any] = []
+    bounded = spec.min is not None or spec.max is not None
+    if kind is Duration:
+        base: Any = float
+        metadata.append(BeforeValidator(_read_duration))
+        if bounded:
+            metadata.append(Field(ge=spec.min, le=spec.max, allow_inf_nan=False))
+    elif kind is str:
+        base = str
+        metadata.append(Strict())
+        if bounded:
+            metadata.append(Field(min_length=_whole(spec.min), max_length=_whole(spec.max)))
+    elif _is_sequence(kind):
+        item = typing.get_args(kind)[0] if typing.get_args(kind) else str
+        item = typing.Annotated[item, Strict()] if item is str else item
+        base = tuple[item, ...] if typing.get_origin(kind) is tuple else list[item]
+        metadata.append(BeforeValidator(_one_string_is_one_item))
+        if bounded:
+            metadata.append(Field(min_length=_whole(spec.min), max_length=_whole(spec.max)))
+    elif kind in (int, float):
+        base = kind
+        metadata.append(BeforeValidator(_no_bool_whole_number if kind is int else _no_bool_number))
+        if bounded:
+            metadata.append(Field(ge=spec.min, le=spec.max, **({"allow_inf_nan": False} if kind is float else {})))
+    elif _is_path_type(kind):
+        base = kind
+        metadata.append(BeforeValidator(_not_empty_path))
+    else:
+        base = kind
+    if spec.pattern is not None:
+        metadata.append(AfterValidator(_pattern_check(spec.pattern)))
+    if spec.check is not None:
+        metadata.append(AfterValidator(_user_function(spec.check, skip_none=True)))
+    field: Any = typing.Annotated[base, *metadata] if metadata else base
+    return field | None if optional else field
+
+
+def _whole(bound: float | None) -> int | None:
+    return None if bound is None else int(bound)
+
+
+def _no_bool_number(value: Any) -> Any:
+    # A YAML true is not a number: pydantic's lax mode would read it as 1.
+    if isinstance(value, bool):
+        raise _custom("number_type", "must be a number, not a boolean")
+    return value
+
+
+def _no_bool_whole_number(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise _custom("number_type", "must be a whole number, not a boolean")
+    return value
+
+
+def _build_model(name: str, specs: list[OptionSpec]) -> Any:
+    from pydantic import ConfigDict, create_model
+
+    fields: dict[str, Any] = {}
+    for spec in specs:
+        default = ... if spec.required else spec.default
+        fields[spec.attribute] = (_field_type(spec), default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{name}Model",
+        __config__=ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, validate_default=False),
+        **fields,
+    )
+    model.__cpcreds_specs__ = {spec.attribute: spec for spec in specs}
+    return model
 
 
 def _optional(annotation: Any) -> bool:
@@ -256,109 +432,15 @@ def _plain(annotation: Any) -> Any:
     return annotation
 
 
+def _is_sequence(kind: Any) -> bool:
+    return typing.get_origin(kind) in (list, tuple)
+
+
 def _is_path_type(kind: Any) -> bool:
-    """``kind`` is a :class:`pathlib.PurePath` class. Asked without importing :mod:`pathlib`
-    (~4 ms of a plugin's start): an option annotated with a path class exists only once the
-    provider's module imported it."""
+    """``kind`` is a :class:`pathlib.PurePath` class (asked without importing :mod:`pathlib`: an
+    option annotated with a path class exists only once the provider's module imported it)."""
     pathlib = sys.modules.get("pathlib")
     return pathlib is not None and isinstance(kind, type) and issubclass(kind, pathlib.PurePath)
-
-
-_TRUE = frozenset({"true", "True", "TRUE", "1", "yes", "on", "t", "y"})
-_FALSE = frozenset({"false", "False", "FALSE", "0", "no", "off", "f", "n"})
-
-
-def _convert(spec: OptionSpec, kind: Any, value: Any) -> Any:
-    """``value`` as ``kind``, within the spec's bounds; ``ValueError`` worded without the value."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (list, tuple):
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)):
-            raise ValueError(f"must be a list of strings, not {type_name(value)}")
-        if any(not isinstance(item, str) for item in items):
-            raise ValueError("must be a list of strings")
-        _bounds(spec, len(items), "item(s)")
-        for item in items:
-            _match(spec, item)
-        return tuple(items) if origin is tuple else list(items)
-    if kind is str:
-        if not isinstance(value, str):
-            raise ValueError(f"must be a string, not {type_name(value)}")
-        _bounds(spec, len(value), "characters")
-        _match(spec, value)
-        return value
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value in _TRUE | _FALSE:
-            return value in _TRUE
-        if type(value) is int and value in (0, 1):
-            return bool(value)
-        raise ValueError(f"must be true or false, not {type_name(value)}")
-    if kind is Duration:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ValueError(f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
-        from .._durations import parse_duration
-
-        try:
-            seconds = parse_duration(value) if isinstance(value, str) else float(value)
-        except ValueError:  # its message quotes the value; ours does not
-            raise ValueError("must be a duration such as 30s, 2m or 1h30m") from None
-        if not math.isfinite(seconds):
-            raise ValueError("must be a duration such as 30s, 2m or 1h30m, not an endless number")
-        _bounds(spec, seconds, "")
-        return seconds
-    if kind in (int, float):
-        number = _number(kind, value)
-        _bounds(spec, number, "")
-        return number
-    if _is_path_type(kind):
-        if not isinstance(value, (str, sys.modules["pathlib"].PurePath)):
-            raise ValueError(f"must be a path, not {type_name(value)}")
-        if not str(value):
-            raise ValueError("must not be empty")
-        return kind(value)
-    choices = _choices(kind)
-    if choices is not None:
-        for choice in choices:
-            if value == (choice.value if isinstance(choice, enum.Enum) else choice) and type(value) is not bool:
-                return choice
-        got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else type_name(value)
-        raise ValueError(f"must be one of {', '.join(_choice_text(choice) for choice in choices)} (got {got})")
-    raise TypeError(f"option {spec.attribute}: cpcreds options cannot read the type {kind!r}; give it a parse=")
-
-
-def _number(kind: type, value: Any) -> int | float:
-    word = "a whole number" if kind is int else "a number"
-    if isinstance(value, bool):
-        raise ValueError(f"must be {word}, not {type_name(value)}")
-    if isinstance(value, str):
-        try:
-            return kind(value.strip())
-        except ValueError:
-            raise ValueError(f"must be {word}, not a string") from None
-    if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, int) or (kind is float and isinstance(value, float)):
-        return kind(value)
-    raise ValueError(f"must be {word}, not {type_name(value)}")
-
-
-def _bounds(spec: OptionSpec, amount: float, unit: str) -> None:
-    if spec.min is None and spec.max is None:
-        return
-    # Written as 'not within' so that NaN (which compares false to everything) is out of bounds.
-    low = spec.min is not None and not amount >= spec.min
-    high = spec.max is not None and not amount <= spec.max
-    if not (low or high):
-        return
-    shown = _duration_text if _plain(spec.annotation) is Duration else (lambda n: f"{n:g}")
-    suffix = f" {unit}" if unit else ""
-    if spec.min is not None and spec.max is not None:
-        raise ValueError(f"must be between {shown(spec.min)} and {shown(spec.max)}{suffix}")
-    if low:
-        raise ValueError(f"must be at least {shown(spec.min)}{suffix}")
-    raise ValueError(f"must be at most {shown(spec.max)}{suffix}")
 
 
 def _duration_text(seconds: float) -> str:
@@ -371,12 +453,6 @@ def _duration_text(seconds: float) -> str:
     if text.endswith("h0m"):
         text = text[:-2]
     return text
-
-
-def _match(spec: OptionSpec, text: str) -> None:
-    if spec.pattern is not None and spec.pattern.fullmatch(text) is None:
-        # The pattern is the provider author's, not the user's value: safe to show.
-        raise ValueError(f"must match the pattern {spec.pattern.pattern} (got a string of {len(text)} characters)")
 
 
 def _choices(kind: Any) -> list[Any] | None:

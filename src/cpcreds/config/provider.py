@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,16 +40,13 @@ from .rules import (
     go_marshalled_exec_config,
     parse_duration,
 )
-from .options import did_you_mean
+from .wording import describe_validation_error, did_you_mean
 from .documents import Limits, load_or_raise, plain_copy, read_or_raise
 from .._show import quoted, type_name
 from ..errors import ConfigError
 from ..kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
 from .._patterns import LazyPattern
-from ..settings import Settings
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "AllowlistEntry",
@@ -63,7 +59,6 @@ __all__ = [
     "EnvVarsPolicy",
     "ProviderEntry",
     "ProviderConfig",
-    "Settings",
     "load_config",
     "parse_access_provider_flag",
     "parse_duration",
@@ -579,139 +574,6 @@ def json_type_name(value: Any) -> str:
     return type_name(value)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):  # a pydantic model
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    for part in loc:
-        if model is None:
-            return None
-        if isinstance(part, int):
-            continue
-        match = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        model = _model_in(match.annotation) if match is not None else None
-    return model
-
-
-def _known_fields(model: type[BaseModel] | None) -> list[str]:
-    if model is None:
-        return []
-    return [f.alias or name for name, f in model.model_fields.items()]
-
-
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part == "[key]":
-            text += " (a key)"
-        else:
-            shown = str(part)
-            if not (0 < len(shown) <= 64 and shown.isprintable()):
-                shown = _show_key(part)
-            text += ("." if text else "") + shown
-    return text
-
-
-_TYPE_MESSAGES = {
-    "string_type": "must be a string",
-    "bool_type": "must be true or false",
-    "bool_parsing": "must be true or false",
-    "int_type": "must be a whole number",
-    "int_parsing": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "float_type": "must be a number",
-    "float_parsing": "must be a number",
-    "tuple_type": "must be a list",
-    "list_type": "must be a list",
-    "iterable_type": "must be a list",
-    "dict_type": "must be a mapping",
-    "mapping_type": "must be a mapping",
-    "model_type": "must be a mapping",
-    "model_attributes_type": "must be a mapping",
-    "bytes_type": "must be a string",
-    "none_required": "must be null",
-}
-
-
-# Limits a value broke; the limit is the model's, never the value given.
-_BOUND_MESSAGES = {
-    "string_too_long": "must be at most {bound} characters",
-    "too_short": "must have at least {bound} item(s)",
-    "too_long": "must have at most {bound} item(s)",
-    "greater_than": "must be greater than {bound}",
-    "greater_than_equal": "must be at least {bound}",
-    "less_than": "must be less than {bound}",
-    "less_than_equal": "must be at most {bound}",
-}
-_BOUND_KEYS = ("max_length", "min_length", "gt", "ge", "lt", "le")
-
-
-def describe_validation_error(
-    exc: ValidationError, model: type[BaseModel] | None = None, *, extra_known: Iterable[str] = ()
-) -> list[tuple[str, str]]:
-    """Pydantic's errors in cpcreds' words: ``[(field path, problem), ...]``.
-
-    Never quotes a value except a short string given for a field with a fixed set of values
-    (policies, interactiveMode); other problems name the type of what was given. An unknown key
-    gets a "did you mean" from the known fields of ``model`` at that place.
-    """
-    problems: list[tuple[str, str]] = []
-    for err in exc.errors(include_url=False, include_input=True, include_context=True):
-        loc = tuple(err.get("loc", ()))
-        kind = err.get("type", "")
-        value = err.get("input")
-        if "[key]" in loc:
-            where = _format_loc(loc[: loc.index("[key]")])
-            problems.append((where, f"has a key that is not a string ({json_type_name(value)})"))
-            continue
-        if kind == "invalid_key":
-            where = _format_loc(loc[:-1])
-            problems.append((where, f"has a key that is {json_type_name(value)}, not a string"))
-            continue
-        where = _format_loc(loc)
-        if kind == "missing":
-            message = "is required"
-        elif kind == "extra_forbidden":
-            known = _known_fields(_model_at(model, loc[:-1]))
-            if not loc[:-1]:
-                known += list(extra_known)
-            message = "is not a known field" + did_you_mean(loc[-1] if loc else None, known)
-        elif kind in ("literal_error", "enum"):
-            expected = (err.get("ctx") or {}).get("expected", "one of the allowed values")
-            got = repr(value) if isinstance(value, str) and len(value) <= 40 and value.isprintable() else json_type_name(value)
-            message = f"must be {expected} (got {got})"
-        elif kind == "string_too_short":
-            message = "must not be empty"
-        elif kind == "string_pattern_mismatch":
-            # The pattern is the provider author's, not the user's value: safe to show.
-            pattern = (err.get("ctx") or {}).get("pattern", "")
-            message = f"must match the pattern {pattern} (got a string of {len(value) if isinstance(value, str) else 0} characters)"
-        elif kind in _BOUND_MESSAGES:
-            context = err.get("ctx") or {}
-            bound = next((context[k] for k in _BOUND_KEYS if k in context), "the limit")
-            message = _BOUND_MESSAGES[kind].format(bound=bound)
-        elif kind == "string_unicode":
-            message = "contains a lone surrogate (not valid Unicode text)"
-        elif kind in ("value_error", "assertion_error"):
-            error = (err.get("ctx") or {}).get("error")
-            message = str(error) if error is not None else "is not valid"
-        elif kind in _TYPE_MESSAGES:
-            message = f"{_TYPE_MESSAGES[kind]}, not {json_type_name(value)}"
-        else:
-            message = f"is not valid ({json_type_name(value)})"
-        problems.append((where, message))
-    return problems
-
-
 def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | None) -> ProviderEntry:
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
@@ -758,7 +620,7 @@ def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path |
         raise fail(f"is required ({' or '.join(SUPPORTED_API_VERSIONS)})", "execConfig.apiVersion")
     if exec_config.api_version not in SUPPORTED_API_VERSIONS:
         raise fail(
-            f"{_show_key(exec_config.api_version)} is not supported; use {' or '.join(SUPPORTED_API_VERSIONS)}",
+            f"is not supported; use {' or '.join(SUPPORTED_API_VERSIONS)}",
             "execConfig.apiVersion",
         )
     updates: dict[str, Any] = {}

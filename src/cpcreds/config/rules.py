@@ -54,7 +54,14 @@ def entry_timeout(value: Any) -> float:
     """A provider entry's ``timeout`` in seconds; ``ValueError`` says what is wrong with it."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         raise ValueError("must be a duration string such as 30s (a bare number has no unit)")
-    seconds = parse_duration(value)
+    seconds: float | None = None
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError:  # its message shows the value; ours does not
+            seconds = None
+    if seconds is None:
+        raise ValueError("is not a duration such as 30s, 2m or 1h30m")
     if not 0 < seconds <= MAX_TIMEOUT:
         raise ValueError("must be longer than zero and at most 24h")
     return seconds
