@@ -1,6 +1,6 @@
 """What the command line says when something is wrong, and the output formats.
 
-Run in process through ``cpcreds.cli.main`` (stdout/stderr captured): one line, exit 1 for an error
+Run in process through ``cpcreds.cli.main.main`` (stdout/stderr captured): one line, exit 1 for an error
 a user, a config or a plugin can cause; one line naming the right ``--help``, exit 2, for a usage
 error; never a secret.
 """
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cpcreds.cli import COMMANDS, build_parser, main
+from cpcreds.cli.main import main
+from cpcreds.cli.parser import COMMANDS, build_parser
 from tests.fakes.builders import access_provider, cluster_profile, exec_entry
 
 ERROR_LINE = re.compile(r"^cpcreds: error: \S.*$")
@@ -154,7 +155,7 @@ def test_every_command_has_a_description_in_its_help(cli: Any, command: str) -> 
 
 
 def test_commands_are_every_command_of_the_parser_in_help_order() -> None:
-    assert tuple(build_parser().subparsers) == COMMANDS
+    assert tuple(build_parser().commands) == COMMANDS
 
 
 def test_every_commands_description_is_its_own(cli: Any) -> None:

@@ -111,7 +111,8 @@ def test_applying_serve_and_shard_manifests_together_replaces_no_object_of_the_o
 
 
 def test_the_shard_deployment_runs_three_replicas_of_serve_shard_on_the_hub_with_their_status_url() -> None:
-    from cpcreds.cli import build_parser
+    from cpcreds.cli.parser import build_parser
+    from cpcreds.cli.serve import serve_flags
 
     deployment = _shard_objects()["Deployment/cpcreds-serve-sharded"]
     single = _objects()["Deployment/cpcreds"]
@@ -126,7 +127,7 @@ def test_the_shard_deployment_runs_three_replicas_of_serve_shard_on_the_hub_with
     # The args as the kubelet expands them, read by serve's own parser and settings.
     args = [arg.replace("$(POD_IP)", "10.0.0.7") for arg in container["args"]]
     parsed = build_parser().parse_args(["serve", *args])
-    flags = {key.removeprefix("serve_"): value for key, value in vars(parsed).items() if key.startswith("serve_")}
+    flags = serve_flags(parsed)
     text = _objects()["ConfigMap/cpcreds-config"]["data"]["providers.yaml"]
     config = ProviderConfig.from_dict(yaml.safe_load(text), source="providers.yaml")
     settings = ServeSettings.load(flags, config.serve)

@@ -1,9 +1,9 @@
 """Where the ``cpcreds`` command and ``python -m cpcreds`` start.
 
 kubectl runs ``cpcreds get-credential`` before every request, so that command is first looked up
-in the disk cache (:mod:`cpcreds.diskcache`) with nothing else of cpcreds imported: no pydantic, no
+in the disk cache (:mod:`cpcreds.cli.diskcache`) with nothing else of cpcreds imported: no pydantic, no
 ``kubernetes``, no provider registry, no ``re``. A hit prints the cached answer and exits. Every
-other command, and every miss, runs :func:`cpcreds.cli.main`, which also fills the cache.
+other command, and every miss, runs :func:`cpcreds.cli.main.main`, which also fills the cache.
 """
 
 import os
@@ -26,13 +26,13 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 return _write(answer)
     except KeyboardInterrupt:
         return 130
-    from .cli import main as cli_main
+    from .cli.main import main as cli_main
 
     return cli_main(argv)
 
 
 def _cached_answer(args: "list[str]") -> "bytes | None":
-    from . import diskcache
+    from .cli import diskcache
 
     if diskcache.cache_setting(os.environ) is not True:  # off, or a value the full path will refuse
         return None

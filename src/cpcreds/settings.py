@@ -1,112 +1,124 @@
-"""Process settings of the ``cpcreds`` command: the ``CPCREDS_*`` environment variables.
+"""Process settings of the ``cpcreds`` command, declared once with pydantic-settings.
 
-Read without pydantic-settings (``cpcreds get-credential`` runs before every kubectl request, and
-reading eight variables needs no framework): each setting is one :class:`Setting` of
-:data:`SETTINGS`, its name, default and allowed values written once; help text and docs name
-the same variables. ``cpcreds serve`` reads its own, longer list (:mod:`cpcreds.serve.settings`).
+Each setting is one field of :class:`Settings`: its ``CPCREDS_<NAME>`` variable, its default and
+its description are written there and nowhere else; ``cpcreds --help``, the flags that stand for
+settings and the docs' tables are made from the fields (:func:`describe`). ``cpcreds serve``
+declares its own, longer list the same way (:mod:`cpcreds.serve.settings`).
+
+Only kubectl's hit path reads a variable without this class: ``cpcreds get-credential`` answering
+from the disk cache reads ``CPCREDS_CACHE`` and ``CPCREDS_CONFIG`` through
+:mod:`cpcreds.cli.diskcache` before anything else is imported, with the same reading of
+``CPCREDS_CACHE`` (:func:`cpcreds.cli.diskcache.cache_setting`) as the field below.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from .config.rules import entry_timeout
+from .cli.diskcache import cache_setting
 from .errors import ConfigError
 from .kep import API_VERSION_V1
 
-__all__ = ["Settings", "Setting", "SETTINGS", "ENV_PREFIX"]
+__all__ = ["Settings", "SettingInfo", "describe", "ENV_PREFIX", "LogLevel", "LogFormat", "choices_text", "camel_case"]
 
 ENV_PREFIX = "CPCREDS_"
 
 
-class Setting(NamedTuple):  # not a dataclass: defining one costs ~0.5 ms of every command's start
-    """One ``CPCREDS_<NAME>`` variable: its default, and the values allowed (None: any text)."""
-
-    name: str
-    default: str | None
-    choices: tuple[str, ...] | None = None
-    #: Read case-insensitively and kept lower-case (log levels and formats).
-    lower: bool = False
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
 
 
-#: Every setting of the command, in the order ``cpcreds --help`` lists them.
-SETTINGS: tuple[Setting, ...] = (
-    #: Provider config file used when ``--config`` is not given.
-    Setting("config", None),
-    Setting("log_level", "warning", ("debug", "info", "warning", "error"), lower=True),
-    Setting("log_format", "console", ("console", "json"), lower=True),
-    #: ``host:port`` for the Prometheus endpoint of ``serve`` (empty: none).
-    Setting("metrics_address", ""),
-    #: Timeout of providers given by ``--clusterprofile-access-provider`` (file entries that name
-    #: none get 60s, so that a config file means the same everywhere).
-    Setting("default_timeout", "60s"),
-    #: apiVersion used for providers given by ``--clusterprofile-access-provider``.
-    Setting("default_api_version", API_VERSION_V1),
-    #: Comma-separated entry-point names not to load, or ``*`` for all third-party plugins.
-    Setting("disable_plugins", ""),
-    #: Comma-separated allow-list of entry-point names to load (unset: all).
-    Setting("plugins", None),
-)
+#: Log settings, shared by every command and serve (each with its own default).
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lower)]
+LogFormat = Annotated[Literal["console", "json"], BeforeValidator(_lower)]
+
+_environ: ContextVar[Mapping[str, str] | None] = ContextVar("cpcreds_settings_environ", default=None)
 
 
-def _choices(choices: tuple[str, ...]) -> str:
-    quoted = [repr(choice) for choice in choices]
-    return ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+class _GivenEnvironment(InitSettingsSource):
+    """``Settings(environ=...)``: that mapping instead of the process environment."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        prefix = ENV_PREFIX.lower()
+        values = {key.lower()[len(prefix) :]: value for key, value in environ.items() if key.lower().startswith(prefix)}
+        super().__init__(settings_cls, init_kwargs={k: v for k, v in values.items() if k in settings_cls.model_fields})
 
 
-def _shown(value: str) -> str:
-    return repr(value) if len(value) <= 40 and value.isprintable() else "a string"
-
-
-class Settings:
+class Settings(BaseSettings):
     """Process settings, from ``CPCREDS_*`` environment variables (names in any case), overridden
-    by keyword arguments (``Settings(log_level="debug")``). A value that is not allowed is a
-    :class:`~cpcreds.errors.ConfigError` naming the variable (``CPCREDS_LOG_LEVEL: must be
-    'debug', 'info', 'warning' or 'error' (got 'loud')``).
+    by keyword arguments (``Settings(log_level="debug")``); ``environ=`` reads another mapping
+    instead of ``os.environ``. A value that is not allowed is a :class:`~cpcreds.errors.ConfigError`
+    naming the variable (``CPCREDS_LOG_LEVEL: must be 'debug', 'info', 'warning' or 'error'
+    (got 'loud')``). Read-only.
 
-    Library code takes these values as arguments; only :class:`~cpcreds.registry.ProviderRegistry`
+    Library code takes these values as arguments; only :class:`~cpcreds.ProviderRegistry`
     reads the two plugin-loading variables itself, as pytest does with its autoload switch.
     """
 
-    config: Path | None
-    log_level: str
-    log_format: str
-    metrics_address: str
-    default_timeout: str
-    default_api_version: str
-    disable_plugins: str
-    plugins: str | None
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid", validate_default=True)
+
+    config: Path | None = Field(
+        None,
+        description="provider config file used when --config is not given",
+        json_schema_extra={"metavar": "FILE", "unset": "none"},
+    )
+    log_level: LogLevel = Field("warning", description="logs on standard error: debug, info, warning or error")
+    log_format: LogFormat = Field("console", description="log lines: console or json")
+    metrics_address: str = Field("", description="host:port of a Prometheus endpoint; no command reads it yet", json_schema_extra={"unset": "none"})
+    default_timeout: str = Field("60s", description="timeout of providers given by --clusterprofile-access-provider")
+    default_api_version: str = Field(API_VERSION_V1, description="apiVersion of providers given by --clusterprofile-access-provider")
+    disable_plugins: str = Field(
+        "", description="third-party entry-point names not to load, comma-separated, or * for none of them", json_schema_extra={"unset": "none"}
+    )
+    plugins: str | None = Field(None, description="allow-list of entry-point names to load, comma-separated", json_schema_extra={"unset": "all"})
+    cache: Literal["on", "off"] = Field("on", description="off (or 0, false, no): get-credential neither reads nor writes its disk cache")
 
     def __init__(self, *, environ: Mapping[str, str] | None = None, **values: Any) -> None:
-        environ = os.environ if environ is None else environ
-        given = {key.lower(): value for key, value in environ.items() if key[: len(ENV_PREFIX)].upper() == ENV_PREFIX}
-        problems: list[tuple[str, str]] = []
-        for setting in SETTINGS:
-            value = values.get(setting.name, given.get(ENV_PREFIX.lower() + setting.name, setting.default))
-            if setting.lower and isinstance(value, str):
-                value = value.lower()
-            if setting.choices is not None and value not in setting.choices:
-                got = _shown(value) if isinstance(value, str) else type(value).__name__
-                problems.append((setting.name, f"must be {_choices(setting.choices)} (got {got})"))
-            if setting.name == "config" and value is not None:
-                value = Path(value)
-            object.__setattr__(self, setting.name, value)
-        unknown = set(values) - {setting.name for setting in SETTINGS}
+        unknown = set(values) - set(type(self).model_fields)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        if problems:
-            variables = ", ".join(f"{ENV_PREFIX}{name.upper()}" for name, _ in problems)
+        token = _environ.set(environ)
+        problems: list[tuple[str, str]] = []
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = _problems(exc, type(self))
+        except SettingsError:  # pydantic-settings could not decode a variable
+            problems = [("", "a CPCREDS_* environment variable cannot be read")]
+        finally:
+            _environ.reset(token)
+        if problems:  # raised here, outside the except: the ValidationError holds the values
+            variables = ", ".join(f"{ENV_PREFIX}{name.upper()}" for name, _ in problems if name) or "CPCREDS_*"
             raise ConfigError("; ".join(message for _, message in problems), source=variables)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Settings are read-only")
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ = _environ.get()
+        return (init_settings, env_settings if environ is None else _GivenEnvironment(settings_cls, environ))
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{setting.name}={getattr(self, setting.name)!r}" for setting in SETTINGS)
-        return f"Settings({shown})"
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache_words(cls, value: Any) -> Any:
+        # The hit path's reading of the variable, so that both paths agree on every spelling.
+        if isinstance(value, str):
+            setting = cache_setting({"CPCREDS_CACHE": value})
+            if setting is not None:
+                return "on" if setting else "off"
+        return value
 
     @property
     def default_timeout_seconds(self) -> float:
@@ -116,3 +128,91 @@ class Settings:
         except ValueError as exc:
             problem = str(exc)
         raise ConfigError(problem, source="CPCREDS_DEFAULT_TIMEOUT")
+
+
+def choices_text(choices: tuple[Any, ...]) -> str:
+    """``'a', 'b' or 'c'``."""
+    quoted = [repr(choice) for choice in choices]
+    return ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
+def _shown(value: Any) -> str:
+    # Only a choice setting's value is shown (a level, a format): short, printable text.
+    if isinstance(value, str) and len(value) <= 32 and value.isprintable():
+        return repr(value.lower())
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+def _problems(exc: ValidationError, model: type[BaseSettings]) -> list[tuple[str, str]]:
+    """(setting, message) for each error, worded from pydantic's error structure."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=True):
+        name = str(error["loc"][0]) if error["loc"] else ""
+        info = model.model_fields.get(name)
+        choices = _literal_choices(info.annotation) if info is not None else ()
+        if error["type"] == "literal_error" and choices:
+            message = f"must be {choices_text(choices)} (got {_shown(error.get('input'))})"
+        elif error["type"] == "frozen_instance":
+            message = "settings are read-only"
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append((name, message))
+    return problems
+
+
+def _literal_choices(annotation: Any) -> tuple[Any, ...]:
+    for candidate in (annotation, *get_args(annotation)):
+        args = get_args(candidate)
+        if get_origin(candidate) is Literal and args and all(isinstance(arg, str) for arg in args):
+            return args
+    return ()
+
+
+class SettingInfo(NamedTuple):
+    """How one declared setting is given and shown: for ``--help`` and the docs' tables."""
+
+    name: str
+    flag: str
+    variable: str
+    #: The ``serve:`` field of the config file (``serve.profilesDir``), for serve's settings.
+    field: str
+    #: The default as a user writes it (``1s``, ``on``, ``32``), or what no value means (``all``).
+    default: str
+    description: str
+    metavar: str | None
+    switch: bool
+
+
+def camel_case(name: str) -> str:
+    """``profiles_dir`` as the config file's ``serve:`` section spells it: ``profilesDir``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def describe(model: type[BaseSettings], *, section: str | None = None) -> list[SettingInfo]:
+    """Every field of a settings model as its flag, variable, file field, default and help."""
+    infos = []
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        switch = info.annotation is bool
+        default = info.default
+        if isinstance(default, bool):
+            shown = "on" if default else "off"
+        elif default is None or default == "" or info.default_factory is not None:
+            shown = str(extra.get("unset", ""))
+        else:
+            shown = str(default)
+        metavar = extra.get("metavar")
+        infos.append(
+            SettingInfo(
+                name=name,
+                flag="--" + name.replace("_", "-"),
+                variable=ENV_PREFIX + name.upper(),
+                field=f"{section}.{camel_case(name)}" if section else "",
+                default=shown,
+                description=info.description or "",
+                metavar=None if switch else str(metavar or name.upper()),
+                switch=switch,
+            )
+        )
+    return infos

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 
 from ..config import describe_validation_error, parse_duration
 from ..errors import ConfigError
+from ..settings import LogFormat, LogLevel, camel_case
 from ..shard import STATUS_URL
 
 __all__ = ["ServeSettings", "UnusableFolder", "DEFAULT_LISTEN", "parse_listen"]
@@ -39,11 +40,6 @@ class UnusableFolder(ConfigError):
 
 def _snake(key: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 class _SectionSource(InitSettingsSource):
@@ -75,69 +71,72 @@ class ServeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CPCREDS_", extra="forbid", validate_default=True)
 
-    #: The provider config file (also read for this ``serve:`` section).
-    config: Path | None = None
-    #: Inventory: a folder of ClusterProfile YAML/JSON files (the default source), ...
-    profiles_dir: Path | None = None
-    #: ... or a hub's ClusterProfiles, with the credentials of this kubeconfig ...
-    hub_kubeconfig: Path | None = None
-    hub_context: str | None = None
-    #: ... or of the pod's service account.
-    in_cluster: bool = False
-    #: Hub namespaces to watch (empty: all) and a label selector for the ClusterProfiles.
-    namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    label_selector: str = ""
-    #: How often the profiles folder is scanned for added, changed and removed files.
-    scan_interval: float = 1.0
-    #: Address of the HTTP endpoints (status page, /v1/clusters, /metrics, /healthz, /readyz).
-    listen: str = DEFAULT_LISTEN
-    #: Where to write one kubeconfig per profile and a merged one (unset: none written).
-    kubeconfig_dir: Path | None = None
-    #: Most credential fetches running at once.
-    concurrency: int = Field(default=32, ge=1, le=4096)
-    #: Refreshes are spread by up to this fraction of the time to the refresh point.
-    refresh_jitter: float = Field(default=0.1, ge=0.0, le=0.5)
-    #: Probe each cluster with its credential: GET this path (empty: no probes).
-    probe_path: str = ""
-    probe_interval: float = 60.0
-    probe_timeout: float = 5.0
-    #: Re-read the provider config when the file changes (and on SIGHUP, always).
-    watch_config: bool = True
-    #: Seconds a shutdown may take before plugin runs are killed.
-    shutdown_timeout: float = 5.0
-    #: Bound on one hub request (a list page, discovery, opening a watch) and on one run of the
-    #: hub kubeconfig's own exec plugin.
-    hub_timeout: float = 30.0
-    #: HTTP: a connection idle this long between requests is closed; a request's line and
-    #: headers must arrive within http_header_timeout; at most http_max_connections at once
-    #: (and never more than half the descriptor limit).
-    http_idle_timeout: float = 60.0
-    http_header_timeout: float = 10.0
-    http_max_connections: int = Field(default=512, ge=1, le=65536)
-    #: The five per-profile series on /metrics: on, off, or None (auto) for on up to
-    #: PER_PROFILE_METRICS_LIMIT profiles; the counts by state and provider are always there.
-    per_profile_metrics: bool | None = None
-    #: KEP-4322: act on one ClusterProfile per inventory member (the oldest; none when the
-    #: oldest tie) and show the others as inventory problems. Off: every profile is its own cluster.
-    dedupe: bool = True
-    #: Split the inventory with the other replicas of ``shard_group``: one coordination.k8s.io/v1
-    #: Lease per replica in ``shard_namespace`` on the hub (docs/sharding.md).
-    shard: bool = False
-    shard_namespace: str = "cpcreds-system"
-    shard_group: str = "cpcreds"
-    #: This replica's member name (unset: the pod name, else the host name, plus a random suffix).
-    shard_identity: str | None = None
-    #: client-go's leader-election knobs: a peer is dead when its Lease was not renewed for
-    #: shard_lease_duration; a replica stops serving when its own renewal is shard_renew_deadline
-    #: old; it renews every shard_retry_interval.
-    shard_lease_duration: float = 15.0
-    shard_renew_deadline: float = 10.0
-    shard_retry_interval: float = 2.0
-    #: Where peers send a request for this replica's profiles (unset: the --listen address, with
-    #: POD_IP for an unspecified host).
-    shard_status_url: str = ""
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["console", "json"] | None = None
+    # Each field is a flag (--profiles-dir), a variable (CPCREDS_PROFILES_DIR) and a field of the
+    # config file's serve: section (profilesDir); its description and default are serve's --help.
+    # Durations are declared as users write them ("1s") and read into seconds.
+    config: Path | None = Field(None, description="the provider config (also read for its serve: section)")
+    profiles_dir: Path | None = Field(
+        None,
+        description="ClusterProfile files to watch, the default source",
+        json_schema_extra={"metavar": "DIR", "unset": "clusterprofiles/ next to the config"},
+    )
+    hub_kubeconfig: Path | None = Field(None, description="watch the ClusterProfiles of the hub this kubeconfig reaches", json_schema_extra={"metavar": "FILE"})
+    hub_context: str | None = Field(None, description="context of --hub-kubeconfig", json_schema_extra={"metavar": "NAME", "unset": "its current context"})
+    in_cluster: bool = Field(False, description="watch the ClusterProfiles of the hub this pod runs in (its service account)")
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="hub namespaces to watch, comma-separated", json_schema_extra={"metavar": "NS[,NS...]", "unset": "all"}
+    )
+    label_selector: str = Field("", description="only the hub's ClusterProfiles with these labels", json_schema_extra={"metavar": "SELECTOR"})
+    listen: str = Field(
+        DEFAULT_LISTEN, description="address of the status page, /v1/clusters and metrics; port 0 picks a free one", json_schema_extra={"metavar": "HOST:PORT"}
+    )
+    kubeconfig_dir: Path | None = Field(None, description="write a kubeconfig per profile and a merged one here", json_schema_extra={"metavar": "DIR"})
+    concurrency: int = Field(32, ge=1, le=4096, description="most credential fetches at once (1-4096)", json_schema_extra={"metavar": "N"})
+    scan_interval: float = Field("1s", description="how often --profiles-dir is rescanned", json_schema_extra={"metavar": "DURATION"})
+    refresh_jitter: float = Field(
+        0.1, ge=0.0, le=0.5, description="refreshes come up to this fraction early, spread at random (0-0.5)", json_schema_extra={"metavar": "FRACTION"}
+    )
+    probe_path: str = Field(
+        "", description="probe each cluster: GET PATH (/version or /readyz) with its credential", json_schema_extra={"metavar": "PATH", "unset": "no probes"}
+    )
+    probe_interval: float = Field("1m", description="time between probes of a cluster", json_schema_extra={"metavar": "DURATION"})
+    probe_timeout: float = Field("5s", description="how long a probe may take", json_schema_extra={"metavar": "DURATION"})
+    watch_config: bool = Field(True, description="re-read the config file when it changes (SIGHUP always reloads)")
+    shutdown_timeout: float = Field("5s", description="how long SIGTERM may take before plugins are killed", json_schema_extra={"metavar": "DURATION"})
+    hub_timeout: float = Field(
+        "30s", description="bound on one hub request and on one run of the hub kubeconfig's exec plugin", json_schema_extra={"metavar": "DURATION"}
+    )
+    http_idle_timeout: float = Field("1m", description="close an HTTP connection idle this long between requests", json_schema_extra={"metavar": "DURATION"})
+    http_header_timeout: float = Field("10s", description="a request's line and headers must arrive within this", json_schema_extra={"metavar": "DURATION"})
+    http_max_connections: int = Field(
+        512, ge=1, le=65536, description="most HTTP connections at once, at most half the descriptor limit", json_schema_extra={"metavar": "N"}
+    )
+    # None (auto): on up to PER_PROFILE_METRICS_LIMIT profiles; the counts by state and provider
+    # are always there.
+    per_profile_metrics: bool | None = Field(
+        None, description="per-profile series on /metrics: true, false or auto", json_schema_extra={"metavar": "true|false|auto", "unset": "auto, on up to 5,000 profiles"}
+    )
+    # KEP-4322: act on one ClusterProfile per inventory member (the oldest; none when the oldest
+    # tie) and show the others as inventory problems. Off: every profile is its own cluster.
+    dedupe: bool = Field(True, description="act on one ClusterProfile per KEP-4322 inventory member, the oldest")
+    # One coordination.k8s.io/v1 Lease per replica in shard_namespace on the hub (docs/sharding.md).
+    shard: bool = Field(False, description="split the inventory with other replicas on hub Leases (needs the hub; docs/sharding.md)")
+    shard_namespace: str = Field("cpcreds-system", description="namespace of the replicas' Leases", json_schema_extra={"metavar": "NS"})
+    shard_group: str = Field("cpcreds", description="the replicas that split one inventory", json_schema_extra={"metavar": "NAME"})
+    shard_identity: str | None = Field(
+        None, description="this replica's member name", json_schema_extra={"metavar": "NAME", "unset": "the pod name, else the host name, plus a random suffix"}
+    )
+    # client-go's leader-election knobs.
+    shard_lease_duration: float = Field("15s", description="a replica not renewing its Lease for this long is dead", json_schema_extra={"metavar": "DURATION"})
+    shard_renew_deadline: float = Field("10s", description="a replica whose own renewal is this old stops serving", json_schema_extra={"metavar": "DURATION"})
+    shard_retry_interval: float = Field("2s", description="how often a replica renews its Lease", json_schema_extra={"metavar": "DURATION"})
+    shard_status_url: str = Field(
+        "",
+        description="where peers redirect requests for this replica's profiles",
+        json_schema_extra={"metavar": "URL", "unset": "the --listen address, with POD_IP for an unspecified host"},
+    )
+    log_level: LogLevel = Field("info", description="debug, info, warning or error", json_schema_extra={"metavar": "LEVEL"})
+    log_format: LogFormat = Field("console", description="console or json", json_schema_extra={"metavar": "FORMAT"})
 
     @classmethod
     def settings_customise_sources(
@@ -193,11 +192,6 @@ class ServeSettings(BaseSettings):
     def _auto(cls, value: Any) -> Any:
         return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
-    @field_validator("log_level", "log_format", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
-
     @model_validator(mode="after")
     def _one_source(self) -> ServeSettings:
         chosen = [name for name, given in (("profilesDir", self.profiles_dir), ("hubKubeconfig", self.hub_kubeconfig), ("inCluster", self.in_cluster)) if given]
@@ -235,5 +229,5 @@ class ServeSettings(BaseSettings):
         if not where:
             raise ConfigError(what, source="serve settings")
         name = where.split(".")[0]
-        spelled = f"--{name.replace('_', '-')} / CPCREDS_{name.upper()} / serve.{_camel(name)}"
+        spelled = f"--{name.replace('_', '-')} / CPCREDS_{name.upper()} / serve.{camel_case(name)}"
         raise ConfigError(f"{spelled}: {what}", source="serve settings")
