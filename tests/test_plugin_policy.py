@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 
 from cpcreds import ConfigError, CredentialEngine, ExecProvider, PluginNotAllowed, ProviderConfig, resolve
 from cpcreds.config import PluginPolicy
-from cpcreds.pinning import PinStore, sha256_file
-from cpcreds.pluginpolicy import PluginGate, read_interpreter
+from cpcreds.exec.pinning import PinStore, sha256_file
+from cpcreds.exec.policy import PluginGate, read_interpreter
 from tests.fakes.builders import access_provider, cluster_profile
 
 ECHO = shutil.which("echo", path="/bin:/usr/bin")
@@ -154,7 +154,7 @@ def test_missing_plugin_is_not_found_not_refused(tmp_path: Path) -> None:
         ({"policyType": "Allowlist"}, "pluginPolicy.allowlist", "at least one command"),
         ({"policyType": "Allowlist", "allowlist": []}, "pluginPolicy.allowlist", "at least one command"),
         ({"policyType": "AllowAll", "allowlist": [{"command": "x"}]}, "pluginPolicy.allowlist", "only with policyType Allowlist"),
-        ({"policyType": "allowlist"}, "pluginPolicy.policyType", "must be 'AllowAll', 'DenyAll' or 'Allowlist'"),
+        ({"policyType": "allowlist"}, "pluginPolicy.policyType", "must be one of AllowAll, DenyAll, Allowlist"),
         ({"policyType": "Allowlist", "allowlist": [{"command": "x", "sha256": "abc"}]}, "pluginPolicy.allowlist[0].sha256", "pattern"),
         ({"policyType": "Allowlist", "allowlist": [{"command": ""}]}, "pluginPolicy.allowlist[0].command", ""),
         ({"policyType": "Allowlist", "allowlist": [{"cmd": "x"}]}, "pluginPolicy.allowlist[0]", ""),

@@ -15,29 +15,21 @@ provider entry and the field. Process settings (``CPCREDS_*`` environment variab
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-# pydantic is imported only to word what is wrong with a config the plain reader does not take
-# (see _worded): reading a well-formed file, as every `cpcreds get-credential` does, needs none.
+from pydantic import ValidationError
+
+from .models import PluginPolicyModel, ProviderEntryModel
 from .rules import (
-    CLI_ARGS_POLICIES,
     DEFAULT_TIMEOUT,
-    ENV_VARS_POLICIES,
-    INTERACTIVE_MODES,
-    POLICY_TYPES,
-    SHA256_PATTERN,
     CLIArgsPolicy,
     EnvVarsPolicy,
     InteractiveMode,
     PolicyType,
-    entry_timeout,
-    env_name_problem,
-    go_marshalled_exec_config,
     parse_duration,
 )
 from .wording import describe_validation_error, did_you_mean
@@ -45,7 +37,6 @@ from .documents import Limits, load_or_raise, plain_copy, read_or_raise
 from .._show import quoted, type_name
 from ..errors import ConfigError
 from ..kep import API_VERSION_V1, SUPPORTED_API_VERSIONS
-from .._patterns import LazyPattern
 
 
 __all__ = [
@@ -173,166 +164,12 @@ class ProviderEntry:
         return "exec" if self.exec_config is not None else str(self.type)
 
 
-# -- reading: a plain path for well-formed input, pydantic's worded one for the rest ----------------
+# -- reading: the pydantic models are the one schema ------------------------------------------------
 
 
-class _NotPlain(Exception):
-    """The plain reader met something it does not take: the models read it, or word what is wrong."""
-
-
-def _text(value: Any) -> str:
-    # pydantic refuses a str without a UTF-8 encoding (a lone surrogate); so does this reader.
-    if type(value) is not str:
-        raise _NotPlain
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _NotPlain from None
-    return value
-
-
-def _passable(value: Any) -> str:
-    text = _text(value)
-    if "\x00" in text:
-        raise _NotPlain
-    return text
-
-
-def _flag(value: Any) -> bool:
-    if type(value) is not bool:
-        raise _NotPlain
-    return value
-
-
-def _choice(value: Any, allowed: tuple[str, ...]) -> Any:
-    if type(value) is not str or value not in allowed:
-        raise _NotPlain
-    return value
-
-
-def _items(value: Any) -> list[Any] | tuple[Any, ...]:
-    if type(value) is not list and type(value) is not tuple:
-        raise _NotPlain
-    return value
-
-
-def _keys(raw: Any, allowed: frozenset[str]) -> dict[str, Any]:
-    if type(raw) is not dict or not raw.keys() <= allowed:
-        raise _NotPlain
-    return raw
-
-
-_EXEC_KEYS = frozenset(
-    ("apiVersion", "command", "args", "env", "installHint", "provideClusterInfo", "interactiveMode", "stdinUnavailable")
-)
-_ENV_KEYS = frozenset(("name", "value"))
-_ENTRY_KEYS = frozenset(
-    ("name", "execConfig", "profileSourcedCLIArgsPolicy", "profileSourcedEnvVarsPolicy", "timeout", "type", "options", "failover")
-)
-_POLICY_KEYS = frozenset(("policyType", "allowlist"))
-_ALLOWLIST_KEYS = frozenset(("command", "sha256"))
-_SHA256 = LazyPattern(SHA256_PATTERN.strip("^$"))  # compiled by the first allowlist
-
-
-def _plain_env_var(raw: Any) -> ExecEnvVar:
-    data = _keys(raw, _ENV_KEYS)
-    if len(data) != 2:
-        raise _NotPlain
-    name = _passable(data["name"])
-    if not name or env_name_problem(name) is not None:
-        raise _NotPlain
-    return ExecEnvVar(name, _passable(data["value"]))
-
-
-def _plain_exec_config(raw: Any) -> ExecConfig:
-    if type(raw) is not dict:
-        raise _NotPlain
-    try:
-        data = go_marshalled_exec_config(raw)
-    except ValueError:
-        raise _NotPlain from None
-    _keys(data, _EXEC_KEYS)
-    api_version = data.get("apiVersion")
-    mode = data.get("interactiveMode")
-    return ExecConfig(
-        api_version=None if api_version is None else _text(api_version),
-        command=_passable(data.get("command", "")),
-        args=tuple(_passable(arg) for arg in _items(data.get("args", ()))),
-        env=tuple(_plain_env_var(var) for var in _items(data.get("env", ()))),
-        install_hint=_text(data.get("installHint", "")),
-        provide_cluster_info=_flag(data.get("provideClusterInfo", False)),
-        interactive_mode=None if mode is None else _choice(mode, INTERACTIVE_MODES),
-        stdin_unavailable=_flag(data.get("stdinUnavailable", False)),
-    )
-
-
-def _profile_policy(value: Any, allowed: tuple[str, ...]) -> Any:
-    return "Ignore" if value in ("", None) else _choice(value, allowed)  # the Go library treats "" as Ignore
-
-
-def _plain_entry(raw: Any) -> ProviderEntry:
-    """A well-formed ``providers[]`` entry, read without pydantic; :class:`_NotPlain` otherwise."""
-    data = _keys(raw, _ENTRY_KEYS)
-    name = _text(data.get("name"))
-    if not name:
-        raise _NotPlain
-    exec_raw = data.get("execConfig")
-    timeout = DEFAULT_TIMEOUT
-    if "timeout" in data:
-        try:
-            timeout = entry_timeout(data["timeout"])
-        except ValueError:
-            raise _NotPlain from None
-    kind = data.get("type")
-    options = data.get("options")
-    if options is None:
-        options = {}
-    elif type(options) is not dict:
-        raise _NotPlain
-    else:
-        for key in options:
-            _text(key)
-        options = dict(options)
-    failover = data.get("failover")
-    return ProviderEntry(
-        name=name,
-        exec_config=None if exec_raw is None else _plain_exec_config(exec_raw),
-        profile_sourced_cli_args_policy=_profile_policy(data.get("profileSourcedCLIArgsPolicy"), CLI_ARGS_POLICIES),
-        profile_sourced_env_vars_policy=_profile_policy(data.get("profileSourcedEnvVarsPolicy"), ENV_VARS_POLICIES),
-        timeout=timeout,
-        type=None if kind is None else _text(kind),
-        options=options,
-        failover=None if failover is None else _flag(failover),
-    )
-
-
-def _plain_allowlist_entry(raw: Any) -> AllowlistEntry:
-    data = _keys(raw, _ALLOWLIST_KEYS)  # the deprecated "name" goes the worded way, which warns
-    command = _text(data.get("command"))
-    sha256 = data.get("sha256")
-    if not command or (sha256 is not None and _SHA256.fullmatch(_text(sha256)) is None):
-        raise _NotPlain
-    return AllowlistEntry(command, None if sha256 is None else sha256.lower())
-
-
-def _plain_policy(raw: Any) -> PluginPolicy:
-    data = _keys(raw, _POLICY_KEYS)
-    allowlist = data.get("allowlist")
-    return PluginPolicy(
-        policy_type=_choice(data.get("policyType", "AllowAll"), POLICY_TYPES),
-        allowlist=None if allowlist is None else tuple(_plain_allowlist_entry(entry) for entry in _items(allowlist)),
-    )
-
-
-def _worded(model_name: str, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
-    """``raw`` read by the pydantic model ``model_name`` of :mod:`cpcreds._configmodels`: (the
-    model, []) or (None, the problems in cpcreds' words)."""
-    from pydantic import ValidationError
-
-    from . import models as _configmodels
-
-    model = getattr(_configmodels, model_name)
+def _worded(model: Any, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """``raw`` read by the pydantic ``model`` of :mod:`.models`: (the model, []) or (None, the
+    problems in cpcreds' words)."""
     problems: list[tuple[str, str]] = []
     try:
         return model.model_validate(raw), []
@@ -381,27 +218,11 @@ def _policy_of(model: Any) -> PluginPolicy:
 
 def _read_policy(raw: Any, where: str, source: str | None = None) -> PluginPolicy:
     """``pluginPolicy`` read field by field (none of the file's rules across fields)."""
-    policy = None
-    try:
-        policy = _plain_policy(raw)
-    except _NotPlain:
-        pass
-    if policy is not None:
-        return policy
-    model, problems = _worded("PluginPolicyModel", raw)
+    model, problems = _worded(PluginPolicyModel, raw)
     if model is not None:
         return _policy_of(model)
     at, what = problems[0] if problems else ("", "is invalid")
     raise ConfigError(what, source=source, field=f"{where}.{at}" if at else where)
-
-
-def _read_plain_entry(raw: Any) -> ProviderEntry | None:
-    """``raw`` as a provider entry by the plain reader, or None where it leaves the entry to the
-    models (which read it the same way wherever both do: tests/test_config.py)."""
-    try:
-        return _plain_entry(raw)
-    except _NotPlain:
-        return None
 
 
 @dataclass(frozen=True)
@@ -578,14 +399,11 @@ def _validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | N
     label = _label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
         raise ConfigError(f"must be a mapping, not {json_type_name(raw)}", source=source, entry=label)
-    entry = _read_plain_entry(raw)
-    if entry is None:  # not well-formed, or spelled in a way only the models read
-        model, problems = _worded("ProviderEntryModel", raw)
-        if model is None:
-            text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
-            raise ConfigError(text or "is invalid", source=source, entry=label)
-        entry = _entry_of(model)
-    return _check_entry(entry, label, source, base_dir)
+    model, problems = _worded(ProviderEntryModel, raw)
+    if model is None:
+        text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
+        raise ConfigError(text or "is invalid", source=source, entry=label)
+    return _check_entry(_entry_of(model), label, source, base_dir)
 
 
 def _check_entry(entry: ProviderEntry, label: str, source: str, base_dir: Path | None) -> ProviderEntry:
