@@ -74,7 +74,7 @@ class ServeSettings(BaseSettings):
     # Each field is a flag (--profiles-dir), a variable (CPCREDS_PROFILES_DIR) and a field of the
     # config file's serve: section (profilesDir); its description and default are serve's --help.
     # Durations are declared as users write them ("1s") and read into seconds.
-    config: Path | None = Field(None, description="the provider config (also read for its serve: section)")
+    config: Path | None = Field(None, description="the provider config (also read for its serve: section)", json_schema_extra={"metavar": "FILE"})
     profiles_dir: Path | None = Field(
         None,
         description="ClusterProfile files to watch, the default source",
