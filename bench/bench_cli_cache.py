@@ -14,7 +14,7 @@ Each round runs, in a rotating order, as separate processes:
                    commit before the cache: ``git archive HEAD~1 src | tar -x -C /tmp/base``), the
                    path every run took before.
 
-and prints each one's median and its ratio to ``bare`` (target for a hit: <= 2.5), the median of
+and prints each one's median and its ratio to ``bare`` (target for a hit: <= 1.2, issue 29), the median of
 the per-round ratios miss / baseline (target: <= 1), then the
 ``-X importtime`` profile of a hit: every module imported after the interpreter's own start-up.
 

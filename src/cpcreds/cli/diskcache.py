@@ -26,7 +26,10 @@ import os
 import stat
 import time
 
-try:  # hashlib would load OpenSSL's libcrypto first: ~3 ms, a third of the interpreter's start-up
+# A private module on purpose: hashlib, the public way to blake2b, loads OpenSSL's libcrypto first,
+# the largest share of a hit's cost over a bare interpreter start (bench/README.md); CPython has no
+# public module that gives blake2b without it. Where _blake2 is missing, hashlib is used.
+try:
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
