@@ -12,7 +12,7 @@ import pickle
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, access, resolve
@@ -420,14 +420,14 @@ def test_mask_args_hides_what_log_redaction_would_hide(args: list[str], shown: l
     assert mask_args(args) == shown
 
 
-# -- profile dicts read directly (the cold path) -------------------------------------------------
+# -- any profile dict: one route, one answer (issue 29) ------------------------------------------
 #
-# resolve() reads a well-formed profile dict without the pydantic models and defers everything
-# else to the validating path. These tests hold the two to the same answers.
+# resolve() validates every profile with the ClusterProfile model and builds its plan: the same
+# answer every time, and the profile untouched.
 
 
 class _Text(str):
-    """A str subclass: pydantic takes it, the direct reading defers it."""
+    """A str subclass: pydantic takes it as a str."""
 
 
 def _mostly(good: st.SearchStrategy, *odd: object) -> st.SearchStrategy:
@@ -558,49 +558,50 @@ def key_as_before(plan: AccessPlan) -> str:
 
 @settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=_profiles, config=st.sampled_from(_configs))
-def test_a_profile_dict_read_directly_gives_the_validated_plan_and_errors(profile: dict, config: Any) -> None:
+def test_any_profile_dict_gives_one_plan_or_one_error_and_stays_unchanged(profile: dict, config: Any) -> None:
     before = copy.deepcopy(profile)
-    try:
-        plan = access._resolve_plain(config, profile)
-    except Exception:  # the direct reading may give up any way it likes; resolve() then validates
-        plan = None
-    direct = None if plan is None else _answer(lambda: plan)
-    validated = _answer(access._resolve_validated, config, profile)
-    event("read directly" if direct is not None else "validated")
-    if direct is not None:
-        assert direct == validated
-        assert direct[0] == key_as_before(access._resolve_validated(config, profile))
-    assert _answer(resolve, config, profile) == validated
+    first = _answer(resolve, config, profile)
+    assert _answer(resolve, config, copy.deepcopy(profile)) == first
+    if len(first) > 2:  # a plan (an error is its type and message)
+        assert first[0] == key_as_before(resolve(config, profile))
     assert profile == before
 
 
-def test_a_kubernetes_client_profile_dict_is_read_directly() -> None:
-    config = _configs[3]
-    profile = cluster_profile(
-        "c",
-        access_provider("p", ca_pem=b"-----BEGIN CERTIFICATE-----", exec_extension={"a": [1]}, additional_args=["--x"], additional_envs={"E": "1"}),
-        uid="u",
-        resource_version="7",
-    )
-    profile["status"]["accessProviders"][0]["cluster"].update({"tls-server-name": "t", "insecure-skip-tls-verify": True, "proxy-url": "http://p"})
-    direct = access._resolve_plain(config, profile)
-    assert direct is not None
-    assert _answer(lambda: direct) == _answer(access._resolve_validated, config, profile)
+_SECRET = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30).map(lambda text: "Zq5ecret" + text)
 
 
-def test_the_direct_reading_knows_every_field_of_the_profile_models() -> None:
-    # A field added to a model must be checked by the direct reading too (or send it to pydantic).
-    from cpcreds.api import AccessProvider, ClusterProfileStatus, KubeconfigCluster, NamedExtension, ObjectMeta
-
-    def aliases(model: Any) -> set[str]:
-        return {info.alias or name for name, info in model.model_fields.items()}
-
-    assert aliases(ClusterProfile) == {"apiVersion", "kind", "metadata", "spec", "status"}
-    assert aliases(ObjectMeta) == {*access._META_TEXT, "generation"}
-    assert aliases(ClusterProfileStatus) == {"accessProviders", "credentialProviders"}
-    assert aliases(AccessProvider) == {"name", "cluster"}
-    assert aliases(KubeconfigCluster) == {*access._CLUSTER_TEXT, *access._CLUSTER_FLAGS, "certificate-authority-data", "extensions"}
-    assert aliases(NamedExtension) == {"name", "extension"}
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data", "proxy-url", "disable-compression", "extensions", "args", "envs", "env-name", "name-list", "generation", "status"]),
+    _SECRET,
+    st.booleans(),
+)
+def test_no_profile_error_contains_the_value_given(where: str, secret: str, as_list: bool) -> None:
+    value: Any = [secret] if as_list else secret
+    provider = access_provider("p")
+    cluster = provider["cluster"]
+    if where == "args":
+        cluster["extensions"] = [{"name": ADDITIONAL_ARGS_EXTENSION, "extension": {"args": [{"x": value}]}}]
+    elif where == "envs":
+        cluster["extensions"] = [{"name": ADDITIONAL_ENVS_EXTENSION, "extension": {"PATH": value}}]
+    elif where == "env-name":
+        cluster["extensions"] = [{"name": ADDITIONAL_ENVS_EXTENSION, "extension": {"A": {"v": value}}}]
+    elif where == "name-list":
+        provider["name"] = [secret]
+    elif where in ("generation", "status"):
+        pass
+    else:
+        cluster[where] = value
+    profile = cluster_profile("c", provider)
+    if where == "generation":
+        profile["metadata"]["generation"] = value
+    if where == "status":
+        profile["status"]["accessProviders"] = value
+    try:
+        resolve(_configs[3], profile)
+    except CredentialError as exc:
+        assert secret not in str(exc)
+        assert exc.__cause__ is None and exc.__context__ is None
 
 
 def test_plan_key_is_the_json_of_the_whole_identity() -> None:
@@ -669,7 +670,7 @@ def test_a_clusters_json_is_what_the_encoder_writes_of_its_wire_form(server: str
 @settings(max_examples=int(os.environ.get("CPCREDS_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=_profiles, config=st.sampled_from(_configs), interactive=st.booleans())
 def test_exec_info_is_the_request_as_json_dumps_writes_it(profile: dict, config: Any, interactive: bool) -> None:
-    from cpcreds.providers.exec import exec_info
+    from cpcreds.exec.provider import exec_info
 
     try:
         plan = resolve(config, profile)

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds import access, api
-from cpcreds.providers import exec as exec_provider
+from cpcreds.exec import provider as exec_provider
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "cpcreds"
@@ -107,11 +107,6 @@ def test_a_get_credential_miss_loads_nothing_heavy() -> None:
 
 def _python_spellings(*models: type) -> frozenset[str]:
     return frozenset(name for model in models for name, info in model.model_fields.items() if info.alias is not None and info.alias != name)
-
-
-def test_the_profile_reading_knows_the_python_spellings_of_the_models() -> None:
-    models = (api.ClusterProfile, api.ObjectMeta, api.ClusterProfileStatus, api.AccessProvider, api.KubeconfigCluster, api.NamedExtension)
-    assert access._PYTHON_SPELLINGS == _python_spellings(*models)
 
 
 def test_the_answer_reading_knows_the_python_spellings_of_the_models() -> None:

@@ -11,7 +11,6 @@ plans share one credential, as client-go shares one authenticator per exec confi
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import re
 import sys
@@ -186,17 +185,10 @@ def resolve(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any],
     ``cpcreds serve`` does with the profiles it parsed itself); the plan then shares the profile's
     exec extension, when that is one flat object, instead of a deep read-only copy of it.
     """
-    if type(profile) is dict:
-        try:
-            plan = _resolve_plain(config, profile, owned)
-        except Exception:  # anything unusual: the validating path decides, and words the error
-            plan = None
-        if plan is not None:
-            return plan
-    return _resolve_validated(config, profile)
+    return _resolve_validated(config, profile, owned)
 
 
-def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any]) -> AccessPlan:
+def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping[str, Any], owned: bool = False) -> AccessPlan:
     model = parse_profile(profile)
     offered = _offered_providers(model)
     if not offered:
@@ -210,7 +202,7 @@ def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping
     for entry in config.providers:
         access = offered.get(entry.name)
         if access is not None:
-            return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref)
+            return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref, owned)
     raise NoMatchingProvider(model.ref, list(offered), config.names)
 
 
@@ -257,119 +249,9 @@ def resolve_chain(config: ProviderConfig, profile: ClusterProfile | Mapping[str,
     return tuple(chain)
 
 
-# -- profiles as plain dicts ---------------------------------------------------------------------
-#
-# Most profiles arrive as the dicts the kubernetes client returns, every value of exactly the type
-# its field expects. Validating those through the pydantic models costs more than the rest of
-# resolve, and a controller meeting a new cluster pays it just before running a plugin, with
-# nothing in the CPU's caches. So such a dict is read directly, checking what the models would
-# check. Anything else goes down the validating path, which alone words errors: a value of another
-# type (even one pydantic would convert), a field spelled by its Python name, the deprecated
-# credentialProviders (which log a warning), a profile offering nothing the config has, or any
-# error while building the plan. tests/test_access.py compares both paths on generated profiles.
-
-#: Fields the models also accept under their Python names (``populate_by_name``); which spelling
-#: wins when a dict has both is pydantic's business.
-_PYTHON_SPELLINGS = frozenset(
-    {
-        "access_providers", "api_version", "certificate_authority", "certificate_authority_data", "credential_providers",
-        "disable_compression", "insecure_skip_tls_verify", "proxy_url", "resource_version", "tls_server_name",
-    }
-)  # fmt: skip  (tests/test_imports.py checks it against the models)
-_META_TEXT = ("name", "namespace", "uid", "resourceVersion")
-_CLUSTER_TEXT = ("server", "tls-server-name", "certificate-authority", "proxy-url")
-_CLUSTER_FLAGS = ("insecure-skip-tls-verify", "disable-compression")
-
 #: What a plan is built from: (server, tls_server_name, insecure_skip_tls_verify,
 #: certificate_authority_data, proxy_url, disable_compression, {extension name: value}).
 _Source = tuple[str, str, bool, bytes, str, bool, dict[str, Any]]
-
-
-class _NotPlain(Exception):
-    """The profile dict is not one the direct reading handles."""
-
-
-def _resolve_plain(config: ProviderConfig, profile: dict[str, Any], owned: bool = False) -> AccessPlan | None:
-    """The plan for a well-formed profile dict, or None (or any exception) for the validating path."""
-    offered = _read_plain(profile)
-    for entry in config.providers:
-        if entry.name in offered:
-            # The ref is only for errors, and errors here are the validating path's to raise.
-            return _plan(entry, entry.name, offered[entry.name], "", owned)
-    return None
-
-
-def _read_plain(profile: dict[str, Any]) -> dict[str, _Source | None]:
-    """Access-provider name -> its cluster, for a profile dict the models would accept unchanged."""
-    if not _PYTHON_SPELLINGS.isdisjoint(profile):
-        raise _NotPlain
-    if type(profile.get("apiVersion", "")) is not str or type(profile.get("kind", "")) is not str:
-        raise _NotPlain
-    meta = profile.get("metadata")
-    if meta is not None:
-        if type(meta) is not dict or not _PYTHON_SPELLINGS.isdisjoint(meta):
-            raise _NotPlain
-        for key in _META_TEXT:
-            if type(meta.get(key, "")) is not str:
-                raise _NotPlain
-        generation = meta.get("generation")
-        if generation is not None and type(generation) is not int:
-            raise _NotPlain
-    spec = profile.get("spec")
-    if spec is not None and (type(spec) is not dict or not all(type(key) is str for key in spec)):
-        raise _NotPlain
-    status = profile.get("status")
-    if type(status) is not dict or not _PYTHON_SPELLINGS.isdisjoint(status):
-        raise _NotPlain
-    deprecated = status.get("credentialProviders")
-    if deprecated is not None and not (type(deprecated) in (list, tuple) and not deprecated):
-        raise _NotPlain
-    providers = status.get("accessProviders")
-    if type(providers) is not list and type(providers) is not tuple:
-        raise _NotPlain
-    offered: dict[str, _Source | None] = {}
-    for provider in providers:
-        if type(provider) is not dict or not _PYTHON_SPELLINGS.isdisjoint(provider):
-            raise _NotPlain
-        name = provider.get("name")
-        if type(name) is not str:
-            raise _NotPlain
-        cluster = provider.get("cluster")
-        offered[name] = None if cluster is None else _read_plain_cluster(cluster)
-    return offered
-
-
-def _read_plain_cluster(cluster: Any) -> _Source:
-    if type(cluster) is not dict or not _PYTHON_SPELLINGS.isdisjoint(cluster):
-        raise _NotPlain
-    for key in _CLUSTER_TEXT:
-        if type(cluster.get(key, "")) is not str:
-            raise _NotPlain
-    for key in _CLUSTER_FLAGS:
-        if type(cluster.get(key, False)) is not bool:
-            raise _NotPlain
-    ca_text = cluster.get("certificate-authority-data", "")
-    if type(ca_text) is not str:
-        raise _NotPlain
-    ca_data = base64.b64decode(ca_text, validate=True) if ca_text else b""  # binascii.Error: not plain
-    extensions: dict[str, Any] = {}
-    listed = cluster.get("extensions")
-    if listed is not None:
-        if type(listed) is not list and type(listed) is not tuple:
-            raise _NotPlain
-        for extension in listed:
-            if type(extension) is not dict or type(extension.get("name")) is not str:
-                raise _NotPlain
-            extensions[extension["name"]] = extension.get("extension")
-    return (
-        cluster.get("server", ""),
-        cluster.get("tls-server-name", ""),
-        cluster.get("insecure-skip-tls-verify", False),
-        ca_data,
-        cluster.get("proxy-url", ""),
-        cluster.get("disable-compression", False),
-        extensions,
-    )
 
 
 def _source_of(cluster: KubeconfigCluster) -> _Source:
