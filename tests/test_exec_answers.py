@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
 from cpcreds.config import documents as _parse
 from cpcreds.api import ExecCredential
-from cpcreds.providers import exec as exec_module
-from cpcreds.providers.exec import RunResult
+from cpcreds.exec import provider as exec_module
+from cpcreds.exec.provider import RunResult
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 PLAN = resolve(config_of(exec_entry("fake")), cluster_profile("c", access_provider("fake")))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds import PluginNotAllowed
-from cpcreds.envline import EnvCommand, EnvLineError, parse_env_args
+from cpcreds.exec.envline import EnvCommand, EnvLineError, parse_env_args
 from tests.test_plugin_policy import V1, config, digest, pinned, refusal_of
 
 ENV = shutil.which("env", path="/usr/bin:/bin")

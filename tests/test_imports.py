@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds import access, api
-from cpcreds.providers import exec as exec_provider
+from cpcreds.exec import provider as exec_provider
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "cpcreds"

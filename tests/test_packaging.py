@@ -17,7 +17,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from cpcreds.kubeconfig import INSTALL_HINT
+from cpcreds.adapters.kubeconfig import INSTALL_HINT
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 
 from cpcreds import ConfigError, CredentialEngine, ExecProvider, PluginNotAllowed, ProviderConfig, resolve
 from cpcreds.config import PluginPolicy
-from cpcreds.pinning import PinStore, sha256_file
-from cpcreds.pluginpolicy import PluginGate, read_interpreter
+from cpcreds.exec.pinning import PinStore, sha256_file
+from cpcreds.exec.policy import PluginGate, read_interpreter
 from tests.fakes.builders import access_provider, cluster_profile
 
 ECHO = shutil.which("echo", path="/bin:/usr/bin")

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from cpcreds import PluginNotAllowed
 from cpcreds.config import PluginPolicy
-from cpcreds.envline import EnvLineError, parse_env_args
-from cpcreds.pinning import PinStore
-from cpcreds.pluginpolicy import PluginGate
+from cpcreds.exec.envline import EnvLineError, parse_env_args
+from cpcreds.exec.pinning import PinStore
+from cpcreds.exec.policy import PluginGate
 from tests.test_cli import cli_env, run_cli
 from tests.test_plugin_policy import SH, answer, config, digest, entry, pinned, profile, refusal_of, script_plugin, token_of
 

@@ -30,7 +30,7 @@ from cpcreds.plugin import (
     run_plugin,
     write_response,
 )
-from cpcreds.providers.exec import ExecProvider
+from cpcreds.exec.provider import ExecProvider
 
 PROVIDER = "fleet-sdk"
 

@@ -17,7 +17,7 @@ from cpcreds.credential import Credential
 from cpcreds.engine import call_provider
 from cpcreds.errors import ConfigError, ProviderError
 from cpcreds.sdk import hookimpl
-from cpcreds.providers.exec import ExecProvider
+from cpcreds.exec.provider import ExecProvider
 from cpcreds.providers.file import FileProvider
 from cpcreds.providers.registry import BUILTIN_PLUGIN, BUILTIN_TYPES, PluginLoadError, ProviderRegistry
 from tests.fakes.distributions import installed_distribution

@@ -59,9 +59,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from .kep import ExecCluster
     from .plan import AccessPlan, ExecSpec
     from .images.credentials import ImageCredentials, RegistryCredential, RegistryCredentials
-    from .kube import remove_certificate_files
+    from .adapters.kubernetes import remove_certificate_files
     from .policies import BackoffPolicy, RefreshPolicy
-    from .providers.exec import ExecProvider
+    from .exec.provider import ExecProvider
     from .providers.registry import ProviderRegistry
 
     __version__: str
@@ -113,9 +113,9 @@ _EXPORTS = {
     ),
     "providers.hookspecs": ("Provider", "hookimpl"),
     "images.credentials": ("ImageCredentials", "RegistryCredential", "RegistryCredentials"),
-    "kube": ("remove_certificate_files",),
+    "adapters.kubernetes": ("remove_certificate_files",),
     "policies": ("BackoffPolicy", "RefreshPolicy"),
-    "providers.exec": ("ExecProvider",),
+    "exec.provider": ("ExecProvider",),
     "providers.registry": ("ProviderRegistry",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

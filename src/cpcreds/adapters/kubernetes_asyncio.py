@@ -1,8 +1,8 @@
 """An adapter to ``kubernetes_asyncio`` (the most used asyncio Kubernetes client), on the same
-rules as :mod:`cpcreds.kube`'s adapters: endpoint and TLS from the profile's plan, the bearer
+rules as :mod:`cpcreds.adapters.kubernetes`'s adapters: endpoint and TLS from the profile's plan, the bearer
 token refreshed through ``refresh_api_key_hook``, a client certificate through a private file,
 the REST client rebuilt when the certificate or the endpoint changes, and 401 -> invalidate ->
-refresh -> retry once (:func:`cpcreds.kube.request_flow`, the policy every adapter follows).
+refresh -> retry once (:func:`cpcreds.adapters.kubernetes.request_flow`, the policy every adapter follows).
 
 ``kubernetes_asyncio`` raises :class:`~kubernetes_asyncio.client.exceptions.ApiException` for a
 401 where ``kubernetes.aio`` returns the response: the flow here turns the exception into the
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.binding import Binder
-from ..kube import AsyncCredentialedClient, aconfigure
+from .kubernetes import AsyncCredentialedClient, aconfigure
 
 __all__ = ["aapi_client", "abuild_config"]
 

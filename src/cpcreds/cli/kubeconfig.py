@@ -63,7 +63,7 @@ def kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     import yaml
 
     from ..access import resolve
-    from ..kubeconfig import KubeconfigContext, build_kubeconfig, context_name
+    from ..adapters.kubeconfig import KubeconfigContext, build_kubeconfig, context_name
     from ..config.profiles import profile_ref
 
     if args.profile == "-":

@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A stdlib handler (structlog waits for an event); get-credential, which kubectl runs on every
     # command and which usually logs nothing, imports logging only when something logs.
     configure_logging(settings.log_level, settings.log_format, on_first_use=args.command == "get-credential")
-    from .._signals import exit_on_termination  # the exec provider's: commands that run no plugin do not need it
+    from ..exec.signals import exit_on_termination  # the exec provider's: commands that run no plugin do not need it
 
     # kubectl (or a shell, or systemd) may stop us with SIGTERM/SIGHUP mid-run: the plugin, in
     # its own session, would not get the signal; kill it and exit 143/129 through SystemExit.

@@ -19,7 +19,7 @@ __all__ = ["resolve", "validate", "plugins", "pin"]
 def resolve(args: argparse.Namespace, settings: Settings) -> int:
     from ..access import AccessPlan, resolve_chain
 
-    from ..providers.exec import find_executable
+    from ..exec.provider import find_executable
 
     def shown(plan: AccessPlan) -> dict[str, Any]:
         data = plan.to_dict(show_values=args.show_values)
@@ -89,8 +89,8 @@ def _policy_note(config: ProviderConfig, name: str, command: str, args: Sequence
     """What the config's pluginPolicy would decide for this plugin now (its files are read and
     pinned ones hashed; nothing runs). Empty under AllowAll."""
     from ..errors import PluginNotAllowed
-    from ..pluginpolicy import PluginGate
-    from ..providers.exec import find_executable
+    from ..exec.policy import PluginGate
+    from ..exec.provider import find_executable
 
     gate = PluginGate(config.plugin_policy)
     executable = find_executable(command)
@@ -151,7 +151,7 @@ def _profile_report(config: ProviderConfig, profile: dict[str, Any]) -> list[str
 
 
 def pin(args: argparse.Namespace, settings: Settings) -> int:
-    from ..pluginpolicy import pin_entries
+    from ..exec.policy import pin_entries
 
     if args.commands:
         commands = [(command, "given") for command in args.commands]

@@ -25,7 +25,7 @@ The parts: :mod:`~cpcreds.engine.plancache` (profile identity -> plan), :mod:`~c
 (per plan: credential, flight, backoff), :mod:`~cpcreds.engine.failover` (the walk across a profile's
 providers), :mod:`~cpcreds.engine.fetching` and :mod:`~cpcreds.engine.workers` (where and how a fetch runs, and
 how its outcome is counted), :mod:`~cpcreds.engine.binding` (a profile's handle, and the one answer flow
-driven by sync and asyncio callers alike). The kubernetes adapters (:mod:`cpcreds.kube`) use the
+driven by sync and asyncio callers alike). The kubernetes adapters (:mod:`cpcreds.adapters.kubernetes`) use the
 engine through :meth:`CredentialEngine.bind` only; this module imports them, never the reverse.
 """
 
@@ -206,29 +206,29 @@ class CredentialEngine:
         their client bindings here). Held weakly; returns a function that cancels this."""
         return self._closing.add(resource)
 
-    # The adapters live in cpcreds.kube (imported on first use) and reach the engine through bind().
+    # The adapters live in cpcreds.adapters.kubernetes (imported on first use) and reach the engine through bind().
 
     def build_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """A ``kubernetes.client.Configuration`` for the profile's cluster that stays fresh."""
-        from . import kube
+        from ..adapters import kubernetes as kube
 
         return kube.build_config(self, profile)
 
     def api_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """A ``kubernetes.client.ApiClient``; a 401 refreshes the credential and retries once."""
-        from . import kube
+        from ..adapters import kubernetes as kube
 
         return kube.api_client(self, profile)
 
     async def abuild_config(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """``kubernetes.aio`` version of :meth:`build_config`."""
-        from . import kube
+        from ..adapters import kubernetes as kube
 
         return await kube.abuild_config(self, profile)
 
     async def aapi_client(self, profile: ClusterProfile | Mapping[str, Any]) -> Any:
         """``kubernetes.aio`` version of :meth:`api_client`."""
-        from . import kube
+        from ..adapters import kubernetes as kube
 
         return await kube.aapi_client(self, profile)
 

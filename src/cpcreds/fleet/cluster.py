@@ -186,15 +186,15 @@ class FleetCluster:
         return None, client
 
     def api_client(self) -> Any:
-        """A ``kubernetes.client.ApiClient`` (see :func:`cpcreds.kube.api_client`). Raises
+        """A ``kubernetes.client.ApiClient`` (see :func:`cpcreds.adapters.kubernetes.api_client`). Raises
         :class:`~cpcreds.CredentialError` when no credential can be had."""
-        from .. import kube
+        from ..adapters import kubernetes as kube
 
         return self._shared("kubernetes", lambda binding: kube.api_client(_Held(binding), self.profile))
 
     async def aapi_client(self) -> Any:
         """A ``kubernetes.aio`` ``ApiClient`` for the calling event loop."""
-        from .. import kube
+        from ..adapters import kubernetes as kube
 
         loop = asyncio.get_running_loop()
         return await self._ashared(("kubernetes.aio", loop), lambda binding: kube.aapi_client(_Held(binding), self.profile))

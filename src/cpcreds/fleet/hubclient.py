@@ -23,7 +23,7 @@ from .._show import shown_url
 from ..access import AccessPlan, ExecSpec
 from ..api import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
-from ..providers.exec import ExecProvider
+from ..exec.provider import ExecProvider
 
 __all__ = ["HubConnector", "HubAuthError"]
 

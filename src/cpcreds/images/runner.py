@@ -4,8 +4,8 @@
 provider's value wins, as Go's ``exec.Cmd`` keeps the last of duplicate names), the
 CredentialProviderRequest on stdin, the CredentialProviderResponse read from stdout.
 
-The running is the one process supervisor of the package (:mod:`cpcreds._process`), worded as
-KEP-541's runner words it (:func:`cpcreds.providers.exec.run_command`): a deadline after which
+The running is the one process supervisor of the package (:mod:`cpcreds.exec.process`), worded as
+KEP-541's runner words it (:func:`cpcreds.exec.provider.run_command`): a deadline after which
 the plugin's whole process group is killed, stdout bounded to
 :data:`~.protocol.MAX_RESPONSE_BYTES`, and only a redacted tail of stderr in error messages. The
 answer must be in the request's apiVersion with a valid cacheKeyType, else it is not used
@@ -18,9 +18,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from .._process import Groups
+from ..exec.process import Groups
 from ..errors import PluginOutputError, ProviderError
-from ..providers.exec import Job, run_command
+from ..exec.provider import Job, run_command
 from .config import CredentialProvider
 from .protocol import MAX_RESPONSE_BYTES, CredentialProviderResponse, ProtocolError, encode_request, parse_response
 

@@ -189,7 +189,7 @@ class ProviderRegistry:
         disable: set[str] | None = None,
         allow: set[str] | None = None,
     ) -> None:
-        from .exec import ExecPlugin
+        from ..exec.provider import ExecPlugin
         from .file import FilePlugin
 
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from ..access import AccessPlan
-from ..kubeconfig import KubeconfigContext, build_kubeconfig, context_name
+from ..adapters.kubeconfig import KubeconfigContext, build_kubeconfig, context_name
 
 __all__ = ["KubeconfigWriter", "ErrorListener", "UnsafeFolder", "file_stem", "MERGED_NAME"]
 

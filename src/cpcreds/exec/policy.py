@@ -5,13 +5,13 @@ Spelled and matched as client-go 1.35 does (``ExecProvider.PluginPolicy``): ``Al
 command resolve to the same path (a name without ``/`` is looked up on the controller's
 ``PATH``, a path is made absolute; no globbing, and a symlink is compared by its own name, as in
 client-go). A ``..`` is resolved as the kernel resolves it, after the symlinks before it
-(:func:`~cpcreds.envline.kernel_path`), never as text: ``allowed/lnk/../x`` is wherever ``lnk``
+(:func:`~cpcreds.exec.envline.kernel_path`), never as text: ``allowed/lnk/../x`` is wherever ``lnk``
 leads, and that path, not the text, is what runs.
 
 cpcreds adds two things:
 
 - **pinning**: an entry with ``sha256`` lets the command run only when its bytes hash to that
-  digest, and then the sealed copy that was hashed is what runs (:mod:`cpcreds.pinning`);
+  digest, and then the sealed copy that was hashed is what runs (:mod:`cpcreds.exec.pinning`);
 - **interpreters**: a script plugin (``#!``) runs its interpreter, so under ``Allowlist`` the
   interpreter must be allowed too (and ``/usr/bin/env python3`` means ``env`` and ``python3``).
   A pinned interpreter is run from its own sealed copy, with the script handed to it by
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config.documents import open_regular
-from .config import AllowlistEntry, PluginPolicy
+from ..config.documents import open_regular
+from ..config import AllowlistEntry, PluginPolicy
 from .envline import EnvCommand, EnvLineError, kernel_path, parse_env_args
-from .errors import PluginNotAllowed
+from ..errors import PluginNotAllowed
 from .pinning import PinnedRun, PinStore, default_store
 
 __all__ = ["PluginGate", "Admission", "PinEntry", "pin_entries", "resolve_command", "read_interpreter"]
@@ -48,7 +48,7 @@ def _shown(path: str) -> str:
 
 def resolve_command(command: str) -> str | None:
     """Where ``command`` is, as the policy compares it: a path made absolute as the kernel walks
-    it (:func:`~cpcreds.envline.kernel_path`), or a bare name's match on this process's ``PATH``
+    it (:func:`~cpcreds.exec.envline.kernel_path`), or a bare name's match on this process's ``PATH``
     (whose entries may hold ``..`` too); None when a bare name is not found."""
     if "\x00" in command:
         return None  # no file has such a name; the kernel would stop at the NUL

@@ -3,7 +3,7 @@
 Behaves as client-go's exec authenticator (``plugin/pkg/client/auth/exec``) does for one call,
 with the safety it lacks (a deadline that kills the plugin's whole process group, bounded stdout,
 only a redacted tail of stderr, orphans of an exited plugin killed): the running itself is
-:mod:`cpcreds._process`'s, shared with the kubelet-plugin runner; this module words what a run's
+:mod:`cpcreds.exec.process`'s, shared with the kubelet-plugin runner; this module words what a run's
 outcome means as KEP-541 errors and decodes the ExecCredential.
 
 The environment is the process environment, then the configured env, then KUBERNETES_EXEC_INFO,
@@ -24,10 +24,10 @@ from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .. import _process
+from . import process as _process
 from ..access import AccessPlan, ExecSpec, cluster_json, json_value
 from ..config.documents import Limits, load_or_raise
-from .._process import Groups, Outcome, find_executable, process_environment, terminate_all
+from .process import Groups, Outcome, find_executable, process_environment, terminate_all
 from .._show import shown
 from ..config import PluginPolicy, json_type_name
 from ..credential import Credential, credential_from_status_fields, format_rfc3339
@@ -45,10 +45,10 @@ from ..errors import (
     ProviderError,
     ProviderTimeout,
 )
-from .hookspecs import hookimpl
+from ..providers.hookspecs import hookimpl
 from ..kep import EXEC_INFO_ENV
 from ..logs import get_logger, redact_text
-from ..pluginpolicy import PluginGate
+from .policy import PluginGate
 
 __all__ = [
     "ExecProvider",
@@ -458,7 +458,7 @@ def run_command(
     stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> RunResult:
-    """Run ``executable`` once under :func:`cpcreds._process.run` (a session of its own, killed
+    """Run ``executable`` once under :func:`cpcreds.exec.process.run` (a session of its own, killed
     with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
     as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
     (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
@@ -534,7 +534,7 @@ def _exit_error(job: Job, exit_code: int, stderr: bytes, stdout: bytes) -> Plugi
 
 
 #: Kill the process group of every plugin this process is running (SIGTERM, exit); the same as
-#: :func:`cpcreds._process.terminate_all`, under the name this module has always exported.
+#: :func:`cpcreds.exec.process.terminate_all`, under the name this module has always exported.
 terminate_running_plugins = terminate_all
 
 

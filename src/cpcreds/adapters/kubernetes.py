@@ -47,13 +47,13 @@ import weakref
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .engine.binding import Binder, Binding
-from .credential import Credential
-from .engine.failover import Answer
-from .plan import AccessPlan
+from ..engine.binding import Binder, Binding
+from ..credential import Credential
+from ..engine.failover import Answer
+from ..plan import AccessPlan
 
 if TYPE_CHECKING:
-    from .kep import ExecCluster
+    from ..kep import ExecCluster
 
 __all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "CredentialBinding", "remove_certificate_files"]
 

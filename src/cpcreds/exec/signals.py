@@ -13,7 +13,7 @@ import signal
 import threading
 from types import FrameType
 
-from ._process import terminate_all
+from .process import terminate_all
 
 __all__ = ["exit_on_termination"]
 

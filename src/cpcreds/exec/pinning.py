@@ -315,7 +315,7 @@ def sha256_file(path: str) -> str:
     """The sha256 of a file's bytes, as hex (what ``cpcreds pin`` prints)."""
     import hashlib
 
-    from .config.documents import DocumentError, open_regular
+    from ..config.documents import DocumentError, open_regular
 
     try:
         fd = open_regular(path)  # without blocking: a FIFO swapped in cannot hang `cpcreds pin`

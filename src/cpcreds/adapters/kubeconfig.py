@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .access import AccessPlan, cluster_to_wire
-from .kep import API_VERSION_V1
-from .config.profiles import profile_ref
+from ..access import AccessPlan, cluster_to_wire
+from ..kep import API_VERSION_V1
+from ..config.profiles import profile_ref
 
 __all__ = ["KubeconfigContext", "build_kubeconfig", "context_name"]
 
