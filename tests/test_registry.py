@@ -511,6 +511,17 @@ def test_a_plugin_whose_hook_raises_beside_good_ones_is_left_out_and_each_type_c
     assert registry.load_errors == [PluginLoadError("plugin[1]", None, "RuntimeError: bad plugin")]
 
 
+def test_plugins_handed_over_are_called_in_the_order_given() -> None:
+    class Claims:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("shared", FileProvider)
+
+    registry = ProviderRegistry(entry_points=False, plugins=(Claims(), Claims()))
+    assert registry.types["shared"].plugin == "plugin[0]"
+    assert "'shared' is already registered by plugin[0]" in error_for("plugin[1]", registry).error
+
+
 def test_two_instances_of_one_plugin_class_are_credited_apart() -> None:
     class Named:
         def __init__(self, type_name: str) -> None:

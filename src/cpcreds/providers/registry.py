@@ -177,7 +177,9 @@ class ProviderRegistry:
     """The provider types available to this process.
 
     ``entry_points=False`` loads only the built-ins (tests and embedders that want no surprises).
-    ``plugins`` are extra plugin objects to register directly (each with a ``hookimpl``).
+    ``plugins`` are extra plugin objects to register directly (each with a ``hookimpl``); among
+    plugins with the same marks (``tryfirst``, ``trylast``), they are called in the order given,
+    and after the entry points, which are called in the order they were found.
     ``disable`` / ``allow`` default to ``CPCREDS_DISABLE_PLUGINS`` / ``CPCREDS_PLUGINS``.
     """
 
@@ -201,7 +203,8 @@ class ProviderRegistry:
         self._builtins: tuple[object, ...] = (ExecPlugin(), FilePlugin())
         for builtin in self._builtins:
             self._pm.register(builtin, name=f"cpcreds:{type(builtin).__name__}")
-        for index, plugin in enumerate(plugins):
+        # pluggy calls the plugin registered last first: in reverse, the first given is called first.
+        for index, plugin in reversed(list(enumerate(plugins))):
             name = getattr(plugin, "__name__", f"plugin[{index}]")
             try:
                 self._pm.register(plugin, name=name)
