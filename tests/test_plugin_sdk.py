@@ -494,3 +494,109 @@ def test_parse_option_flags_takes_any_argv_and_raises_only_its_error(argv: list[
                 assert repr(argument) not in str(exc)
     else:
         assert all(isinstance(value, (str, list)) for value in options.values())
+
+
+# -- every provider's remaining time (cpcreds.sdk.deadline) ------------------------------------------
+
+
+def _engine_for(factory: Any, timeout: str) -> Any:
+    from cpcreds import CredentialEngine, ProviderRegistry
+    from cpcreds.sdk import hookimpl
+
+    class Plugin:
+        @hookimpl
+        def cpcreds_register_providers(self, register: Any) -> None:
+            register("patient", factory)
+
+    config = ProviderConfig.from_dict({"providers": [{"name": "vault", "type": "patient", "timeout": timeout}]})
+    return CredentialEngine(config, registry=ProviderRegistry(entry_points=False, plugins=(Plugin(),)))
+
+
+_PROFILE = {
+    "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+    "kind": "ClusterProfile",
+    "metadata": {"name": "a"},
+    "status": {"accessProviders": [{"name": "vault", "cluster": {"server": "https://a.example"}}]},
+}
+
+
+def test_an_in_process_provider_sees_its_remaining_time_and_its_own_error_wins_over_the_engine_timeout() -> None:
+    import threading
+
+    from cpcreds import ProviderError, ProviderTimeout
+    from cpcreds.sdk import DEADLINE_MARGIN, deadline
+
+    seen: list[tuple[float, float]] = []
+
+    class Patient:
+        """Waits for an endpoint that never answers, until the fetch's deadline, then says which."""
+
+        def __init__(self, options: Any) -> None:
+            pass
+
+        def get_credential(self, plan: AccessPlan) -> Credential:
+            until = deadline()
+            seen.append((until.seconds, until.remaining()))
+            threading.Event().wait(max(0.0, until.remaining()))  # the endpoint that never answers
+            raise ProviderError(f"https://vault.example/ did not answer within the {until.shown()} timeout", provider=plan.provider)
+
+    engine = _engine_for(Patient, "1s")
+    try:
+        with pytest.raises(ProviderError) as caught:
+            engine.get_credential(_PROFILE)
+    finally:
+        engine.close()
+    assert not isinstance(caught.value, ProviderTimeout)
+    assert "https://vault.example/ did not answer within the 1s timeout" in str(caught.value)
+    seconds, left = seen[0]
+    assert seconds == 1.0 and left <= 1.0 - DEADLINE_MARGIN
+
+
+def test_an_in_process_provider_run_as_an_exec_plugin_sees_the_deadline(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from cpcreds.sdk import DEADLINE_MARGIN, deadline, run_provider
+
+    monkeypatch.delenv(EXEC_INFO_ENV, raising=False)
+
+    class Reporter:
+        def __init__(self, options: Any) -> None:
+            pass
+
+        def get_credential(self, plan: AccessPlan) -> Credential:
+            until = deadline()
+            return Credential(token=f"t-{until.shown()}-{until.remaining() <= (1 - DEADLINE_MARGIN) * plan.timeout}")
+
+    with pytest.raises(SystemExit) as exited:
+        run_provider(Reporter, name="reporter", argv=[], timeout=5.0)
+    assert exited.value.code == 0
+    assert json.loads(capsys.readouterr().out)["status"]["token"] == "t-5s-True"
+
+
+def test_a_provider_called_outside_a_fetch_gets_a_deadline_for_its_timeout() -> None:
+    from cpcreds.sdk import DEADLINE_MARGIN, deadline, remaining
+
+    until = deadline(10.0)
+    assert until.seconds == 10.0 and 0 < until.remaining() <= 10.0 * (1 - DEADLINE_MARGIN)
+    assert remaining(10.0) <= 10.0 * (1 - DEADLINE_MARGIN)
+
+
+def test_an_image_provider_run_as_a_kubelet_plugin_sees_the_deadline(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from cpcreds.sdk import DEADLINE_MARGIN, AuthConfig, CredentialProviderResponse, deadline, encode_request, run_image_provider
+
+    class Reporter:
+        def __init__(self, options: Any) -> None:
+            pass
+
+        def get_image_credential(self, request: Any, *, timeout: float) -> CredentialProviderResponse:
+            until = deadline(timeout)
+            early = until.remaining() <= (1 - DEADLINE_MARGIN) * until.seconds
+            return CredentialProviderResponse(cache_key_type="Global", auth={"registry.example": AuthConfig(username=until.shown(), password=str(early))})
+
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(encode_request("registry.example/app:1"))))
+    monkeypatch.setattr(sys, "argv", ["reporter"])
+    with pytest.raises(SystemExit) as exited:
+        run_image_provider(Reporter, name="reporter", argv=[], timeout=3.0)
+    assert exited.value.code == 0
+    auth = json.loads(capsys.readouterr().out)["auth"]["registry.example"]
+    assert auth == {"username": "3s", "password": "True"}

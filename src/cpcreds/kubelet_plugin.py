@@ -166,8 +166,13 @@ def _run(label: str, timeout: float | None, work: Callable[[float], tuple[Creden
     done = threading.Event()
 
     def target() -> None:
+        from .providers.deadline import fetch_deadline
+
         try:
-            outcome.append((True, work(deadline)))
+            # The provider's cpcreds.sdk.deadline() ends a share of the timeout before this
+            # runner's, so that its error (naming what did not answer) is the one printed.
+            with fetch_deadline(limit, ends=deadline):
+                outcome.append((True, work(deadline)))
         except BaseException as exc:  # noqa: BLE001 - carried to the main thread, reported there
             outcome.append((False, exc))
         finally:

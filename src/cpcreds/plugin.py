@@ -350,7 +350,10 @@ def run_provider(
         request = read_request()
         provider = build_provider(factory, given)
         plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
-        credential = provider.get_credential(plan)
+        from .providers.deadline import fetch_deadline
+
+        with fetch_deadline(timeout):  # the provider's cpcreds.sdk.deadline(), as the engine sets it
+            credential = provider.get_credential(plan)
         if not isinstance(credential, Credential):
             raise ProviderError(f"returned {type(credential).__name__}, not a Credential", provider=name)
         write_response(credential, request.api_version)

@@ -78,6 +78,20 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     )
     from .policies import RefreshPolicy
     from ._credfile import read_credential_file
+    from .providers.deadline import DEADLINE_MARGIN, Deadline, deadline, remaining
+    from .providers.http import (
+        Abort,
+        Cutoff,
+        Exchange,
+        connection_problem,
+        error_detail,
+        read_answer,
+        safe_summary,
+        shown_endpoint,
+        watch,
+        watch_pool_manager,
+    )
+    from ._show import shown_url
 
 #: The module that defines each public name.
 _EXPORTS = {
@@ -102,7 +116,7 @@ _EXPORTS = {
     ),
     "_durations": ("parse_duration", "format_duration"),
     "config.options": ("Options", "option", "Duration", "OptionError"),
-    "_show": ("shown", "type_name"),
+    "_show": ("shown", "type_name", "shown_url"),
     "plugin": (
         "provider_main",
         "run_provider",
@@ -118,6 +132,19 @@ _EXPORTS = {
     "_body": ("read_within", "BodyProblem"),
     "jwt": ("jwt_expiry",),
     "_credfile": ("read_credential_file",),
+    "providers.deadline": ("deadline", "remaining", "Deadline", "DEADLINE_MARGIN"),
+    "providers.http": (
+        "Exchange",
+        "Abort",
+        "shown_endpoint",
+        "read_answer",
+        "Cutoff",
+        "watch",
+        "watch_pool_manager",
+        "error_detail",
+        "safe_summary",
+        "connection_problem",
+    ),
     "logs": ("redact_text", "get_logger"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -186,6 +213,22 @@ __all__ = [
     "shown",
     "type_name",
     "get_logger",
+    # a fetch's remaining time, and HTTP bounded by it (docs/sdk.md)
+    "deadline",
+    "remaining",
+    "Deadline",
+    "DEADLINE_MARGIN",
+    "Exchange",
+    "Abort",
+    "shown_endpoint",
+    "read_answer",
+    "Cutoff",
+    "watch",
+    "watch_pool_manager",
+    "error_detail",
+    "safe_summary",
+    "connection_problem",
+    "shown_url",
 ]
 
 

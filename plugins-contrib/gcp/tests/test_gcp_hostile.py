@@ -19,7 +19,7 @@ from cpcreds import ProviderError  # noqa: E402
 from cpcreds_gcp.files import SUPPORTED_TYPES, CredentialsFileError, load_credentials_info, read_credentials_file  # noqa: E402
 from cpcreds_gcp.metadata import MAX_TOKEN_SECONDS, UnusableAnswer, parse_token_answer  # noqa: E402
 from cpcreds_gcp.options import DEFAULT_SCOPES  # noqa: E402
-from cpcreds_gcp.transport import error_detail, safe_summary  # noqa: E402
+from cpcreds.sdk import error_detail, safe_summary  # noqa: E402
 
 # Letters and digits, 32 characters or more, as access tokens, refresh tokens, key IDs and client
 # secrets are.

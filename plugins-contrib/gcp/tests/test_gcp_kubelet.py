@@ -153,7 +153,7 @@ def test_in_process_failures_are_provider_errors(metadata: FakeMetadataServer, m
 
 
 def test_the_provider_offers_the_image_contract() -> None:
-    from cpcreds.hookspecs import ImageCredentialProvider, Provider
+    from cpcreds.sdk import ImageCredentialProvider, Provider
 
     provider = GcpProvider({})
     assert isinstance(provider, ImageCredentialProvider) and isinstance(provider, Provider)

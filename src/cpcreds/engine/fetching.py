@@ -12,6 +12,10 @@ Providers say what the engine needs to know of them, optionally:
   in the leading thread; any other synchronous provider runs in a thread of its own and is
   abandoned at the deadline.
 - ``async def aget_credential(plan)``: asyncio leaders run it in a task on their loop.
+
+Every provider is called inside :func:`~cpcreds.providers.deadline.fetch_deadline`: what
+``cpcreds.sdk.deadline()`` gives it ends a fixed share of the timeout before the engine gives up,
+so that the provider's own error, which names what did not answer, is the one callers get.
 - ``call_outcome(plan, error) -> (code, call_status) | None``: KEP-541's labels of
   ``rest_client_exec_plugin_call_total`` for one call of ``plan`` that ended with ``error`` (None
   for a success), or None when the call is not one to count there. The provider kind knows its exit
@@ -30,6 +34,7 @@ from ..credential import Credential, format_rfc3339
 from .entries import CredentialStore
 from ..errors import CLIENT_INTERNAL_ERROR, CredentialError, PluginOutputError, ProviderError, ProviderTimeout, result_label
 from .flight import Flight
+from ..providers.deadline import fetch_deadline
 from ..providers.hookspecs import Provider
 from ..logs import get_logger, redact_text
 from ..metrics import Metrics
@@ -44,10 +49,13 @@ __all__ = ["FetchRunner", "call_provider"]
 _log = get_logger("cpcreds.engine")
 
 
-def call_provider(provider: Provider, plan: AccessPlan) -> Credential:
-    """Call a provider once, in this thread; anything it raises becomes a :class:`CredentialError`."""
+def call_provider(provider: Provider, plan: AccessPlan, deadline: float | None = None) -> Credential:
+    """Call a provider once, in this thread, under the deadline of a fetch that the engine ends at
+    ``deadline`` (monotonic; default ``plan.timeout`` from now); anything it raises becomes a
+    :class:`CredentialError`."""
     try:
-        credential = provider.get_credential(plan)
+        with fetch_deadline(plan.timeout, ends=deadline):
+            credential = provider.get_credential(plan)
     except CredentialError:
         raise
     except Exception as exc:  # a third-party provider's bug must not escape as a random type
@@ -125,7 +133,7 @@ class FetchRunner:
                     credential, error = None, _provider_bug(exc, plan.provider)
                 self._publish(plan, flight, credential, error, time.perf_counter() - started, background)
 
-            if self.workers.start(plan.key, plan.provider, lambda: call_provider(provider, plan), deadline, plan.timeout, done):
+            if self.workers.start(plan.key, plan.provider, lambda: call_provider(provider, plan, deadline), deadline, plan.timeout, done):
                 return
         self.workers.spawn(self._fetch_in_thread, plan, flight, deadline, background)
 
@@ -170,7 +178,8 @@ class FetchRunner:
 
         started = time.perf_counter()
         try:
-            result = await asyncio.wait_for(provider.aget_credential(plan), max(0.0, deadline - time.monotonic()))
+            with fetch_deadline(plan.timeout, ends=deadline):  # the task wait_for makes copies this context
+                result = await asyncio.wait_for(provider.aget_credential(plan), max(0.0, deadline - time.monotonic()))
             if not isinstance(result, Credential):
                 raise ProviderError(f"returned {type(result).__name__}, not a Credential", provider=plan.provider)
             self._check_fresh(plan, result)
@@ -198,7 +207,7 @@ class FetchRunner:
         if getattr(provider, "accepts_deadline", False):
             return provider.get_credential(plan, deadline=deadline)  # type: ignore[no-any-return]
         # An in-process provider cannot be killed; it is waited for until the deadline.
-        return self.workers.call(plan.key, plan.provider, lambda: call_provider(provider, plan), deadline, plan.timeout)
+        return self.workers.call(plan.key, plan.provider, lambda: call_provider(provider, plan, deadline), deadline, plan.timeout)
 
     def _check_fresh(self, plan: AccessPlan, credential: Credential) -> None:
         """An answer that has already expired is a failure (with backoff), not a credential."""

@@ -210,7 +210,7 @@ def _client_config(timeout: float, *, fips: bool = False) -> Any:
     from botocore.config import Config
 
     seconds = max(0.1, float(timeout))
-    attempts = 2 if seconds >= 4 else 1
+    attempts = 2 if seconds >= 3 else 1
     each = 0.6 * ((seconds - 1) / 2 if attempts == 2 else seconds)
     return Config(
         connect_timeout=each,

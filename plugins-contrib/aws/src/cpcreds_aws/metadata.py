@@ -4,7 +4,7 @@ botocore's own session reads an answer whole before the fetcher sees it (``URLLi
 reads the body of every request not marked ``stream_output``), and its timeouts bound each wait
 on the socket, not the answer: an endpoint streaming a body without end grows memory until the
 process dies, and a fetch the engine abandoned at its timeout reads on. :class:`MetadataHTTP`
-asks botocore's session for the answer unread and reads it with cpcreds' ``read_within``: at
+asks botocore's session for the answer unread and reads it with the SDK's ``read_answer``: at
 most :data:`MAX_ANSWER_BYTES`, and the connection shut at the fetch's deadline, so an abandoned
 fetch stops. It also notes the expiry each credentials answer gives its keys, as the endpoint
 said it: botocore moves an IMDS answer's expiry forward when it is near or past ("static
@@ -25,7 +25,7 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
-from cpcreds.sdk import BodyProblem, read_within
+from cpcreds.sdk import BodyProblem, Deadline, read_answer
 
 from .failures import Unusable
 
@@ -55,16 +55,16 @@ class MetadataHTTP:
 
         self.label = label
         self._inner = URLLib3Session(timeout=timeout, proxies=proxies)
-        self._deadline = time.monotonic() + 60.0
+        self._deadline = Deadline(60.0, time.monotonic() + 60.0)
         self._lock = threading.Lock()
         self._expiries: OrderedDict[str, datetime] = OrderedDict()
 
     def begin(self, seconds: float) -> None:
         """The calls from now on end within ``seconds`` in all."""
-        self._deadline = time.monotonic() + max(0.0, seconds)
+        self._deadline = Deadline(seconds, time.monotonic() + max(0.0, seconds))
 
     def remaining(self) -> float:
-        return self._deadline - time.monotonic()
+        return self._deadline.remaining()
 
     def sleep(self, seconds: float) -> None:
         """botocore's pause between attempts, cut short by the deadline."""
@@ -88,8 +88,7 @@ class MetadataHTTP:
         raw = response.raw
         kept = False
         try:
-            body = read_within(raw.stream(16 * 1024, decode_content=False), seconds=self.remaining(), shut=lambda: _shut(raw),
-                               max_bytes=MAX_ANSWER_BYTES)
+            body = read_answer(raw, max_bytes=MAX_ANSWER_BYTES, deadline=self._deadline, decode_content=False)
             kept = True
         except BodyProblem as problem:
             if problem.late:
@@ -127,17 +126,6 @@ class MetadataHTTP:
             self._expiries.move_to_end(access_key)
             while len(self._expiries) > _KEPT_EXPIRIES:
                 self._expiries.popitem(last=False)
-
-
-def _shut(raw: Any) -> None:
-    # Wakes a read blocked on the socket (read_within's timer, at the deadline); never raises.
-    try:
-        raw.shutdown()
-    except Exception:  # noqa: BLE001 - an older urllib3 without shutdown(), or a socket already gone
-        try:
-            raw.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def bound_metadata_fetchers(session: Any) -> tuple[MetadataHTTP, MetadataHTTP]:

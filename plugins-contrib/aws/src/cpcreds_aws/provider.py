@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from cpcreds.sdk import Credential, ProviderError, get_logger, shown
+from cpcreds.sdk import Credential, ProviderError, deadline, get_logger, shown
 
 from .failures import describe, operation
 from .login import Login
@@ -39,12 +39,6 @@ def _shown_image(image: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _budget(timeout: float) -> float:
-    # What botocore's calls may take: less than the timeout, so that our error, which names the
-    # endpoint that did not answer, comes before the engine's, which cannot name it.
-    return max(0.1, timeout - min(0.5, 0.1 * timeout))
-
-
 class AwsProvider:
     """Built once per config entry (no I/O); ``get_credential`` is safe to call from many threads."""
 
@@ -60,11 +54,14 @@ class AwsProvider:
         """A token for the plan's EKS cluster, expiring in 14 minutes."""
         cluster = self._cluster(plan)
         problem = None
+        # What botocore's calls may take: the fetch's deadline (cpcreds.sdk), which ends before
+        # the caller's timeout, so that our error naming the endpoint is the one the caller sees.
+        until = deadline(plan.timeout)
         try:
-            keys = self._login.keys(_budget(plan.timeout))
+            keys = self._login.keys(max(0.1, until.remaining()))
             region = self._login.region()
         except Exception as exc:  # botocore's, described without its text (it may quote an answer)
-            problem = describe(exc, plan.timeout)
+            problem = describe(exc, until.seconds)
         if problem is not None:
             raise ProviderError(f"aws: {problem}", provider=plan.provider)
         now = datetime.now(timezone.utc)
@@ -93,8 +90,9 @@ class AwsProvider:
                 provider=self.kind,
             )
         problem = None
+        until = deadline(timeout)  # as in get_credential
         try:
-            client = self._login.client("ecr", registry.region, _budget(timeout), fips=registry.fips)
+            client = self._login.client("ecr", registry.region, max(0.1, until.remaining()), fips=registry.fips)
             try:
                 with operation("ECR GetAuthorizationToken"):
                     answer = client.get_authorization_token()
@@ -102,7 +100,7 @@ class AwsProvider:
                 client.close()
             return image_response(registry, answer)
         except Exception as exc:  # described without botocore's text, as above
-            problem = describe(exc, timeout)
+            problem = describe(exc, until.seconds)
         raise ProviderError(f"aws: {problem}", provider=self.kind)
 
     def close(self) -> None:

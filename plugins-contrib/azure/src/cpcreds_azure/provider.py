@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from cpcreds.sdk import Credential, ImageCredentialError, ProviderError, RefreshPolicy, get_logger, jwt_expiry
+from cpcreds.sdk import Abort, Credential, Deadline, ImageCredentialError, ProviderError, RefreshPolicy, deadline, get_logger, jwt_expiry, safe_summary
 
 from .audience import audience_of, is_for, resource_of, shown
 from .identity import IdentityError, build_credential, describe, tenant
 from .options import AzureOptions
-from .transport import ABSENT, Abort, BoundedTransport, Deadline, safe_summary
+from .transport import ABSENT, BoundedTransport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: an exec plugin's run loads no KEP-2133 types
@@ -73,10 +73,13 @@ class AzureProvider:
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         scope = self.options.scope
-        with self._locked(plan.timeout, plan.provider):
+        # The fetch's deadline (cpcreds.sdk): it ends before the caller's timeout, so that the
+        # error naming the endpoint is the one the caller sees.
+        until = deadline(plan.timeout)
+        with self._locked(until, plan.provider):
             held = self._held.get(scope)
             if held is None or plan.key in held.given or time.time() >= held.refresh_at:
-                held = self._fetch(scope, plan.timeout, plan.provider)
+                held = self._fetch(scope, until, plan.provider)
             held.given.add(plan.key)
             return held.credential
 
@@ -97,15 +100,15 @@ class AzureProvider:
         # A listed registry that is no ACR name (a private endpoint's host) is in the public cloud
         # unless acrScope says otherwise.
         scope = self.options.acr_scope or cloud_scope or acr.ACR_SUFFIXES[".azurecr.io"]
-        with self._locked(timeout, self.kind):
+        until = deadline(timeout)
+        with self._locked(until, self.kind):
             key = f"acr:{registry}"
             held = self._held.get(key)
             if held is None or time.time() >= held.refresh_at:
-                deadline = self._deadline(timeout)
                 entra = self._held.get(scope)
                 if entra is None or time.time() >= entra.refresh_at:
-                    entra = self._fetch(scope, timeout, self.kind, deadline)
-                held = self._exchange(registry, entra.credential.token or "", deadline)
+                    entra = self._fetch(scope, until, self.kind)
+                held = self._exchange(registry, entra.credential.token or "", until)
                 self._held[key] = held
             token, refresh_at = held.credential.token, held.refresh_at
         assert token is not None
@@ -126,33 +129,26 @@ class AzureProvider:
     # -- fetching ------------------------------------------------------------------------------
 
     @contextmanager
-    def _locked(self, timeout: float, provider: str) -> Iterator[None]:
-        """Holds the provider's lock: one fetch at a time, waiting at most ``timeout`` for it."""
-        if not self._lock.acquire(timeout=max(0.0, timeout)):
-            raise ProviderError(f"azure: another token fetch did not finish within the {timeout:g}s timeout", provider=provider)
+    def _locked(self, until: Deadline, provider: str) -> Iterator[None]:
+        """Holds the provider's lock: one fetch at a time, waiting at most until ``until`` for it."""
+        if not self._lock.acquire(timeout=max(0.0, until.remaining())):
+            raise ProviderError(f"azure: another token fetch did not finish within the {until.shown()} timeout", provider=provider)
         try:
             yield
         finally:
             self._lock.release()
 
-    @staticmethod
-    def _deadline(timeout: float) -> Deadline:
-        # A quarter of the timeout (at most 0.5 s) for azure-identity to raise and the error,
-        # which names the endpoint, to reach the engine before its own timeout, even when loaded.
-        return Deadline(timeout, margin=min(0.5, 0.25 * timeout))
-
-    def _fetch(self, scope: str, timeout: float, provider: str, deadline: Deadline | None = None) -> _Held:
-        deadline = deadline or self._deadline(timeout)
+    def _fetch(self, scope: str, until: Deadline, provider: str) -> _Held:
         if self._transport is None:
             self._transport = BoundedTransport()
         transport = self._transport
-        transport.begin(deadline)
+        transport.begin(until)
         problem = None
         credential = self._credential
         try:
             if credential is None or self.options.login in ("azurecli", "default"):
                 # The CLI's process timeout is fixed when the credential is built: build it per fetch.
-                credential = build_credential(self.options, transport, max(0.0, deadline.remaining()))
+                credential = build_credential(self.options, transport, max(0.0, until.remaining()))
                 if self.options.login not in ("azurecli", "default"):
                     self._credential = credential
         except IdentityError as exc:
@@ -219,14 +215,14 @@ class AzureProvider:
         refresh_at = _ENGINE_REFRESH.refresh_at(at, expiry.timestamp()) if expiry is not None else at
         return _Held(credential, refresh_at)
 
-    def _exchange(self, registry: str, access_token: str, deadline: Deadline) -> _Held:
+    def _exchange(self, registry: str, access_token: str, until: Deadline) -> _Held:
         from azure.core.rest import HttpRequest
 
         from . import acr
 
         assert self._transport is not None
         transport = self._transport
-        transport.exchanges = []
+        transport.begin(until)  # the Entra token may have been held: this fetch's deadline, not its
         form = {"grant_type": "access_token", "service": registry, "access_token": access_token}
         tenant_id = tenant(self.options, os.environ)
         if tenant_id:

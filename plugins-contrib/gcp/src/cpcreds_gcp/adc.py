@@ -22,10 +22,12 @@ from pathlib import Path
 
 import google.auth.credentials
 
+from cpcreds.sdk import shown_endpoint
+
 from .files import CredentialsFileError, load_credentials_info, read_credentials_file
 from .metadata import MetadataCredentials, metadata_host, probe, probe_address
 from .options import GcpOptions
-from .transport import BoundedRequest, shown_url
+from .transport import BoundedRequest
 
 __all__ = ["Source", "SourceError", "find_source", "well_known_file"]
 
@@ -98,7 +100,7 @@ def _from_file(path: Path, origin: str, options: GcpOptions) -> Source:
 
 def _from_metadata(host: str, origin: str, options: GcpOptions) -> Source:
     credentials = MetadataCredentials(host, options.scopes)
-    endpoints = {shown_url(credentials.token_url): "metadata server", shown_url(f"http://{host}/"): "metadata server"}
+    endpoints = {shown_endpoint(credentials.token_url): "metadata server", shown_endpoint(f"http://{host}/"): "metadata server"}
     return Source(credentials, f"the metadata server at {host} ({origin})", endpoints, frozenset({host}))
 
 
@@ -123,7 +125,7 @@ def _find(options: GcpOptions, request: BoundedRequest, environ: Mapping[str, st
     if host is not None:
         return _from_metadata(host, variable, options)
     request.direct.add(address)
-    request.labels[shown_url(f"http://{address}/")] = "metadata server"
+    request.labels[shown_endpoint(f"http://{address}/")] = "metadata server"
     reason = probe(request, address)
     if reason is None:
         return _from_metadata(address, "found by probing GCE_METADATA_IP" if environ.get("GCE_METADATA_IP") else "found by probing", options)
@@ -152,6 +154,6 @@ def find_source(options: GcpOptions, request: BoundedRequest, environ: Mapping[s
         lifetime=options.lifetime or 3600,
         iam_endpoint_override=url,
     )
-    endpoints = {**source.endpoints, shown_url(url): "IAM Credentials endpoint"}
+    endpoints = {**source.endpoints, shown_endpoint(url): "IAM Credentials endpoint"}
     description = f"{options.impersonate_service_account} impersonated by {source.description}"
     return Source(credentials, description, endpoints, source.direct, source.path, source.stamp)

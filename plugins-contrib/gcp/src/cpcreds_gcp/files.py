@@ -20,10 +20,9 @@ import google.auth.credentials
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from cpcreds.sdk import DocumentError, load_document, read_credential_file
+from cpcreds.sdk import DocumentError, load_document, read_credential_file, safe_summary, shown_endpoint
 
 from .options import DEFAULT_IAM_ENDPOINT
-from .transport import safe_summary, shown_url
 
 __all__ = ["CredentialsFileError", "LoadedCredentials", "read_credentials_file", "load_credentials_info", "SUPPORTED_TYPES"]
 
@@ -282,4 +281,4 @@ def load_credentials_info(info: dict[str, Any], scopes: Sequence[str]) -> Loaded
         problem = f"is not usable {kind} credentials ({type(exc).__name__}: {safe_summary(exc)})"
     if problem is not None:
         raise CredentialsFileError(problem)
-    return LoadedCredentials(credentials, kind, {shown_url(url): label for url, label in endpoints.items()})
+    return LoadedCredentials(credentials, kind, {shown_endpoint(url): label for url, label in endpoints.items()})

@@ -21,7 +21,9 @@ import google.auth.credentials
 import google.auth.exceptions
 import google.auth.transport
 
-from .transport import Abort, BoundedRequest
+from cpcreds.sdk import Abort
+
+from .transport import BoundedRequest
 
 __all__ = [
     "MetadataCredentials",

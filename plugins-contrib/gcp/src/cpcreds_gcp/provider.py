@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cpcreds.sdk import (
+    Abort,
     AccessPlan,
     Credential,
     CredentialProviderRequest,
@@ -31,14 +32,20 @@ from cpcreds.sdk import (
     ExecCluster,
     ProviderError,
     RefreshPolicy,
+    deadline,
     get_logger,
+    safe_summary,
 )
 
 from .adc import Source, SourceError, find_source
 from .kubelet import image_response
 from .metadata import MAX_TOKEN_SECONDS, UnusableAnswer
 from .options import GcpOptions
-from .transport import Abort, BoundedRequest, Deadline, Pools, safe_summary
+from .transport import BoundedRequest, Pools
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cpcreds.sdk import Deadline
 
 __all__ = ["GcpProvider"]
 
@@ -87,15 +94,15 @@ class GcpProvider:
         self._pools = Pools()
 
     def get_credential(self, plan: AccessPlan) -> Credential:
-        # A quarter of the timeout (at most 0.5 s) for the error, which names the endpoint, to
-        # reach the engine before its own timeout, even on a loaded machine.
-        deadline = Deadline(plan.timeout, margin=min(0.5, 0.25 * plan.timeout))
-        if not self._lock.acquire(timeout=max(0.0, plan.timeout)):
-            raise ProviderError(f"gcp: another token refresh did not finish within the {plan.timeout:g}s timeout", provider=plan.provider)
+        # The fetch's deadline (cpcreds.sdk): it ends before the caller's timeout, so that the
+        # error naming the endpoint is the one the caller sees.
+        until = deadline(plan.timeout)
+        if not self._lock.acquire(timeout=max(0.0, until.remaining())):
+            raise ProviderError(f"gcp: another token refresh did not finish within the {until.shown()} timeout", provider=plan.provider)
         try:
             held = self._held
             if held is None or not self._reusable(held, plan):
-                held = self._refresh(plan, deadline)
+                held = self._refresh(plan, until)
             held.given.add(plan.key)
             return held.credential
         finally:
@@ -107,13 +114,13 @@ class GcpProvider:
         window, else a new one. ``request.service_account_token`` is not used (the provider's own
         identity pulls)."""
         plan = AccessPlan(provider=self.kind, kind=self.kind, cluster=_NO_CLUSTER, timeout=timeout)
-        deadline = Deadline(timeout, margin=min(0.5, 0.25 * timeout))
-        if not self._lock.acquire(timeout=max(0.0, timeout)):
-            raise ProviderError(f"gcp: another token refresh did not finish within the {timeout:g}s timeout", provider=self.kind)
+        until = deadline(timeout)
+        if not self._lock.acquire(timeout=max(0.0, until.remaining())):
+            raise ProviderError(f"gcp: another token refresh did not finish within the {until.shown()} timeout", provider=self.kind)
         try:
             held = self._held
             if held is None or not self._fresh(held):
-                held = self._refresh(plan, deadline)
+                held = self._refresh(plan, until)
             token = held.credential.token
             refresh_at = held.refresh_at
         finally:
