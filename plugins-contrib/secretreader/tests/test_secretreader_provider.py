@@ -394,7 +394,11 @@ def test_a_hub_that_does_not_answer_fails_the_fetch_within_its_timeout(hub: HubS
     provider.close()
 
     assert str(raised.value) == f"provider secretreader: the hub {hub.url} did not answer within 0.3s reading Secret {FLEET}/spoke-1"
-    assert 0.3 <= took < 2.0
+    # It gives up at the fetch's deadline (cpcreds.sdk.deadline), which keeps a share of the
+    # timeout for the error to reach the engine before the engine's own timeout.
+    from cpcreds.sdk import DEADLINE_MARGIN
+
+    assert (1 - DEADLINE_MARGIN) * 0.3 <= took < 2.0
 
 
 def test_a_hub_that_is_gone_is_cannot_connect(make_hub: Callable[..., HubServer], tmp_path: Path, make_engine: Engine) -> None:

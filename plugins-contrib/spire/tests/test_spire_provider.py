@@ -268,7 +268,7 @@ def test_an_agent_that_never_answers_fails_at_the_plans_timeout(agent) -> None:
         provider.get_credential(plan(timeout=0.3))
     elapsed = time.monotonic() - started
     provider.close()
-    assert 0.25 <= elapsed < 3  # the deadline, by grpc's clock, not ours
+    assert 0.2 <= elapsed < 3  # the fetch's deadline (a fifth of 0.3 s before it), by grpc's clock, not ours
     assert str(caught.value) == (
         f"provider spire-agent: spire: the SPIFFE Workload API at {agent.address} did not answer within 0.3s (DEADLINE_EXCEEDED)"
     )

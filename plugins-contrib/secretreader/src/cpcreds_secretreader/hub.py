@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cpcreds.sdk import DocumentError, load_document, open_regular, read_bounded
+from cpcreds.sdk import Cutoff, DocumentError, deadline, load_document, open_regular, read_bounded, watch_pool_manager
 
-from .exchange import Exchange, HubError, failure_kind, failure_message, read_bounded as read_answer, watch_pool_manager
+from .exchange import HubError, failure_kind, failure_message, read_bounded as read_answer
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
@@ -172,13 +172,16 @@ class HubClient:
         return self.api.call_api(method, url, header_params=headers, _request_timeout=timeout).response
 
     def read_secret(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
-        """GET Secret ``namespace/name`` within ``timeout`` seconds; the object as a dict.
-        Raises :class:`HubError` for anything else than a Secret."""
+        """GET Secret ``namespace/name`` by the fetch's deadline (:func:`cpcreds.sdk.deadline`;
+        outside a fetch, one for ``timeout`` seconds); the object as a dict. Raises
+        :class:`HubError` for anything else than a Secret."""
         where = f"Secret {namespace}/{name}"
-        with Exchange(timeout) as exchange:  # the deadline of the whole exchange, head included
+        until = deadline(timeout)
+        timeout = until.seconds  # what messages name
+        with Cutoff(until) as exchange:  # the deadline of the whole exchange, head included
             failure = None
             try:
-                raw = self._get(namespace, name, timeout)
+                raw = self._get(namespace, name, max(0.001, until.remaining()))
             except self._errors as exc:
                 failure = "timeout" if exchange.expired else failure_kind(exc)
             if failure is not None:
@@ -245,13 +248,13 @@ class HubClients:
         self._users: dict[HubSource, set[int]] = {}
 
     def get(self, source: HubSource, user: object, timeout: float) -> HubClient:
-        """The client for ``source``, built if needed (within ``timeout`` seconds less a margin,
-        a hub exec plugin included), and built again when the credential such a plugin gave is
-        about to expire; ``user`` (a provider) holds it until :meth:`release`. Raises
-        :class:`HubError` when the hub config cannot be loaded."""
-        # The margin: a hub exec plugin's failure, not the engine's "did not answer", is what
-        # the caller sees when it hangs.
-        deadline = time.monotonic() + timeout - min(0.5, 0.1 * timeout)
+        """The client for ``source``, built if needed (by the fetch's deadline,
+        :func:`cpcreds.sdk.deadline`, a hub exec plugin included), and built again when the
+        credential such a plugin gave is about to expire; ``user`` (a provider) holds it until
+        :meth:`release`. Raises :class:`HubError` when the hub config cannot be loaded."""
+        # The fetch's deadline ends before the caller's timeout: a hub exec plugin's failure, not
+        # the engine's "did not answer", is what the caller sees when it hangs.
+        until = deadline(timeout).at
         stale = None
         with self._lock:
             # Under the lock: concurrent first fetches build one client, not one each.
@@ -260,7 +263,7 @@ class HubClients:
                 stale, client = client, None
                 del self._clients[source]
             if client is None:
-                client = self._clients[source] = _build(source, deadline)
+                client = self._clients[source] = _build(source, until)
             self._users.setdefault(source, set()).add(id(user))
         if stale is not None:
             stale.close()

@@ -23,9 +23,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from cpcreds.sdk import read_bounded
-
-from .exchange import watch
+from cpcreds.sdk import read_bounded, watch
 
 __all__ = ["PlainHub", "ConnectFailed", "TRANSPORT_ERRORS"]
 
@@ -121,7 +119,7 @@ class PlainHub:
 
     def get(self, path: str, timeout: float) -> _Answer:
         """Send ``GET path`` and read the status and headers, each receive within ``timeout``
-        seconds and the whole under the calling thread's :class:`~cpcreds_secretreader.exchange.Exchange`;
+        seconds and the whole under the calling thread's :class:`~cpcreds.sdk.Cutoff`;
         the body is the caller's to read. Raises what :data:`TRANSPORT_ERRORS` lists."""
         headers = {"Accept": "application/json", "User-Agent": "cpcreds-secretreader"}
         token = self._token

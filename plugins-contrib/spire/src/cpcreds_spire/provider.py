@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from cpcreds.sdk import AccessPlan, Credential, ProviderError
+from cpcreds.sdk import AccessPlan, Credential, ProviderError, deadline
 
 from .options import SpireOptions, parse_audience, workload_address
 from .svid import UnusableToken, check_token, expiry_from_exp
@@ -53,11 +53,18 @@ class SpireProvider:
         (one line, naming the socket or the missing setting, never the token) otherwise."""
         address = self._address(plan)
         audience = self._audience(plan)
-        timeout = min(plan.timeout, self.options.timeout or plan.timeout)
+        # The fetch's deadline (cpcreds.sdk) ends before the caller's timeout, so that our error
+        # naming the agent is the one the caller sees; the timeout option may shorten the wait.
+        until = deadline(plan.timeout)
+        own = self.options.timeout
+        if own is not None and own < until.remaining():
+            wait, said = own, own
+        else:
+            wait, said = max(0.001, until.remaining()), until.seconds
         wanted = self.options.spiffe_id
         problem = None
         try:
-            svids = self._workload.fetch_jwt_svids(address, audience, wanted, timeout)
+            svids = self._workload.fetch_jwt_svids(address, audience, wanted, wait, said=said)
         except WorkloadError as exc:
             problem = str(exc)
         if problem is not None:

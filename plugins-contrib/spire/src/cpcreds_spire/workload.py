@@ -45,12 +45,13 @@ class WorkloadClients:
         self._clients: dict[str, WorkloadApiClient] = {}
 
     def fetch_jwt_svids(
-        self, address: str, audience: Sequence[str], spiffe_id: str | None, timeout: float
+        self, address: str, audience: Sequence[str], spiffe_id: str | None, timeout: float, *, said: float | None = None
     ) -> list[JwtSvid]:
         """The JWT-SVIDs the agent at ``address`` issues for ``audience`` (only ``spiffe_id``'s,
         when given), parsed and checked by the ``spiffe`` package (header, ``sub``, ``aud``
         holding every audience, ``exp`` not passed), within ``timeout`` seconds (the gRPC
-        deadline). Raises :class:`WorkloadError`."""
+        deadline; ``said`` is the timeout a message names, default ``timeout``). Raises
+        :class:`WorkloadError`."""
         from spiffe import SpiffeId
         from spiffe.errors import PySpiffeError
 
@@ -60,7 +61,7 @@ class WorkloadClients:
         try:
             return client.fetch_jwt_svids(set(audience), subject, timeout=timeout)
         except PySpiffeError as exc:
-            problem = _describe(exc, address, timeout)
+            problem = _describe(exc, address, timeout if said is None else said)
         raise problem  # outside the except block: nothing of the library's error is chained
 
     def close(self) -> None:
