@@ -1,12 +1,12 @@
-"""ClusterProfiles held packed: their JSON text, compressed, decoded where they are read.
+"""ClusterProfiles held packed: their compact JSON text, decoded where they are read.
 
 A fleet holds every profile of its inventory for as long as it stands (to see a change, to write
 a kubeconfig, to answer the status page), yet reads one only when it changes or is asked for.
-Parsed, a small profile is seven dicts and a list (~1.7 KB); as compact JSON it is one string
-(~0.35 KB), and deflated against a preset dictionary of the words every ClusterProfile is made
-of (:data:`_WORDS`), ~0.1 KB: at 100,000 profiles, 160 MB less than the dicts. So the folder and
-hub sources, the KEP-4322 index and every :class:`~cpcreds.FleetCluster` hold a
-:class:`PackedProfile`, and code that reads many fields calls :func:`unpacked` once.
+Parsed, a profile is a handful of dicts and lists; as compact JSON it is one bytes object, a
+fraction of that (bench/README.md has the figures). So the folder and hub sources, the KEP-4322
+index and every :class:`~cpcreds.FleetCluster` hold a :class:`PackedProfile`, and code that
+reads many fields calls :func:`unpacked` once. (Compressing the text as well saved a little more
+memory and made every read several times slower: not worth a second format.)
 
 Only data JSON carries unchanged is packed: a program's profile may hold a tuple, a datetime or
 a mapping with non-string keys, and such a profile is held as it is (:func:`packed` returns it),
@@ -16,7 +16,6 @@ so what a reader gets back is always what the source had.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -26,37 +25,9 @@ _ENCODE = json.JSONEncoder(ensure_ascii=True, check_circular=False, allow_nan=Tr
 _DECODE = json.JSONDecoder().decode
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
-#: deflate's preset dictionary: a ClusterProfile's JSON with every field the KEP and the hubs
-#: write and empty values, so a profile's text compresses to what is its own (names, server,
-#: data). A packed profile is decoded with the dictionary it was packed with: this text never
-#: changes within a process, and packed profiles are never written anywhere.
-_WORDS = (
-    b'{"apiVersion":"multicluster.x-k8s.io/v1alpha1","kind":"ClusterProfile","metadata":{"annotations":{},'
-    b'"creationTimestamp":"2026-01-01T00:00:00Z","generation":1,"labels":{"x-k8s.io/cluster-manager":"",'
-    b'"multicluster.x-k8s.io/inventory-member-id":""},"managedFields":[],"name":"","namespace":"",'
-    b'"resourceVersion":"","uid":""},"spec":{"clusterManager":{"name":""},"displayName":""},"status":'
-    b'{"version":{"kubernetes":"v1."},"conditions":[{"lastTransitionTime":"2026-01-01T00:00:00Z",'
-    b'"message":"","observedGeneration":1,"reason":"","status":"True","type":"ControlPlaneHealthy"}],'
-    b'"accessProviders":[{"name":"","cluster":{"certificate-authority-data":"LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t",'
-    b'"insecure-skip-tls-verify":false,"proxy-url":"","tls-server-name":"","server":"https://",'
-    b'"extensions":[{"name":"client.authentication.k8s.io/exec","extension":{"clusterName":""}}]}}]}}'
-)
-#: Raw deflate (no header or checksum: the bytes never leave the process) with a 4 KB window and
-#: small buffers: a compressor costs ~20 KB to set up instead of ~260 KB.
-_WBITS, _MEMLEVEL = -12, 5
-
-
-def _deflate(text: bytes) -> bytes:
-    packer = zlib.compressobj(6, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, _WORDS)
-    return packer.compress(text) + packer.flush()
-
-
-def _inflate(data: bytes) -> bytes:
-    return zlib.decompressobj(_WBITS, _WORDS).decompress(data)
-
 
 class PackedProfile(Mapping[str, Any]):
-    """A ClusterProfile as its compact JSON text, deflated (``data``), read as a read-only mapping.
+    """A ClusterProfile as its compact JSON text (``data``, ASCII bytes), read as a read-only mapping.
 
     Every read decodes it: call :meth:`unpack` once (a new dict each time, the caller's to
     change) rather than reading field after field. Two packed profiles are equal when their
@@ -71,21 +42,21 @@ class PackedProfile(Mapping[str, Any]):
     @classmethod
     def of_text(cls, text: str) -> PackedProfile:
         """The packed form of a profile's JSON text (ASCII, as :func:`packed` writes it)."""
-        return cls(_deflate(text.encode("ascii")))
+        return cls(text.encode("ascii"))
 
     @property
     def text(self) -> str:
         """The profile's compact JSON text."""
-        return _inflate(self.data).decode("ascii")
+        return self.data.decode("ascii")
 
     def unpack(self) -> dict[str, Any]:
         """The profile as a new dict (the caller may keep or change it)."""
-        return _DECODE(self.text)  # type: ignore[no-any-return]
+        return _DECODE(self.data.decode("ascii"))  # type: ignore[no-any-return]
 
     def mentions(self, text: str) -> bool:
         """Whether ``text`` (ASCII, no character JSON escapes) occurs in the profile's JSON text:
         False means no key or string value of the profile contains it. Cheaper than decoding."""
-        return text.encode("ascii") in _inflate(self.data)
+        return text.encode("ascii") in self.data
 
     def __getitem__(self, key: str) -> Any:
         return self.unpack()[key]
