@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from .. import flight as _flight
+from ..engine import flight as _flight
 from ..errors import CredentialError
 from .protocol import CACHE_KEY_GLOBAL, CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY, AuthConfig, CredentialProviderResponse
 from .reference import ImageReference
