@@ -3,11 +3,16 @@ and rendezvous (highest-random-weight) hashing of ``namespace/name`` over the li
 
 Modules: :mod:`~cpcreds.shard.rendezvous` (the assignment: pure, stable across processes),
 :mod:`~cpcreds.shard.leases` (the Lease wire: MicroTimes, requests through the official
-``kubernetes`` client's ``ApiClient``), :mod:`~cpcreds.shard.rules` (which Lease is whose: one
-name per identity, the holder it must name, the longest duration a peer may declare),
-:mod:`~cpcreds.shard.ownlease` (this replica's Lease: renewed, released, never taken from a live
-holder) and :mod:`~cpcreds.shard.membership` (:class:`Shard`: renewing this replica's Lease from
-its own thread, watching the peers', self-fencing).
+``kubernetes`` client's ``ApiClient``), :mod:`~cpcreds.shard.connection` (Lease requests through
+the fleet's hub connector), :mod:`~cpcreds.shard.rules` (which Lease is whose: one name per
+identity, the holder it must name, the longest duration a peer may declare),
+:mod:`~cpcreds.shard.ownlease` (the Lease lock: this replica's Lease renewed, released, never
+taken from a live holder), and the parts of membership, each a thread: the
+:mod:`~cpcreds.shard.renewer`, the peer :mod:`~cpcreds.shard.watcher`, the
+:mod:`~cpcreds.shard.judge` (who is alive: :class:`Membership`) and the
+:mod:`~cpcreds.shard.cleaner`, sharing what they have seen (:mod:`~cpcreds.shard.seen`);
+:mod:`~cpcreds.shard.membership` holds :class:`Shard`, the façade that wires them (self-fencing,
+the public API), and :mod:`~cpcreds.shard.overlap` counts what a handover lets overlap.
 ``docs/sharding.md`` says how they fit together. Nothing is imported until it is used.
 """
 
