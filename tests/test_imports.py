@@ -1,18 +1,16 @@
-"""Import weight and shape of the package (issue 19): what each entry point loads, and no cycle.
+"""The shape of the package: no import cycle, contrib and docs import only the public paths, no
+module reaches into another's private names, and the base types are dataclasses.
 
-The modules a use loads are listed by a fresh interpreter (a subprocess), so nothing this test
-process imported counts. The cycle test reads every module of src/cpcreds with ``ast``, imports
-inside functions included.
+What an entry point costs to start is a benchmark's business, not a test's: bench/bench_startup.py
+(and bench_cli_cache.py, bench_cli_miss.py, bench_console_scripts.py) hold those budgets. The
+cycle test reads every module of src/cpcreds with ``ast``, imports inside functions included.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import re
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,87 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpcreds import access, api
+from cpcreds import api
 from cpcreds.exec import provider as exec_provider
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "cpcreds"
 EXAMPLE_CONFIG = ROOT / "config.example.yaml"
 EXAMPLE_PROFILE = ROOT / "examples" / "clusterprofile.yaml"
-
-#: Libraries no entry point below needs: validation, settings, structured logging, metrics, the client.
-HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "structlog", "prometheus_client", "kubernetes")
-
-
-def loaded_after(code: str, *, top: bool = True) -> set[str]:
-    """Top-level names (every name with ``top=False``) of the modules loaded by running ``code``
-    in a fresh interpreter."""
-    script = code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))\n"
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert result.returncode == 0, result.stderr
-    names = json.loads(result.stdout.splitlines()[-1])
-    return {name.split(".")[0] if top else name for name in names}
-
-
-def heavy(modules: set[str]) -> list[str]:
-    return sorted(set(HEAVY) & modules)
-
-
-def heavy_besides_the_schema(modules: set[str]) -> list[str]:
-    """:func:`heavy` without pydantic, which reads every config, profile and provider option
-    (issue 29: the one schema)."""
-    return sorted((set(HEAVY) - {"pydantic", "pydantic_core"}) & modules)
-
-
-def test_hookspecs_imports_only_pluggy_and_the_base() -> None:
-    code = "import cpcreds.providers.hookspecs"
-    assert heavy(loaded_after(code)) == []
-    script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
-    ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert set(eval(ours)) <= {"cpcreds", "cpcreds.providers", "cpcreds.providers.hookspecs", "cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.logs", "cpcreds._patterns"}
-
-
-@pytest.mark.parametrize("module", ["cpcreds.plan", "cpcreds.kep", "cpcreds.credential", "cpcreds.errors", "cpcreds.metrics", "cpcreds.logs"])
-def test_base_modules_import_nothing_heavy(module: str) -> None:
-    assert heavy(loaded_after(f"import {module}")) == []
-
-
-def test_an_engine_answering_a_dict_profile_loads_nothing_heavy(tmp_path: Path) -> None:
-    plugin = tmp_path / "plugin.sh"
-    plugin.write_text("#!/bin/sh\nprintf '%s' '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n")
-    plugin.chmod(0o755)
-    code = textwrap.dedent(
-        f"""
-        import cpcreds
-        config = cpcreds.ProviderConfig.from_dict(
-            {{"providers": [{{"name": "p", "execConfig": {{"apiVersion": "client.authentication.k8s.io/v1", "command": {str(plugin)!r}}}}}]}}
-        )
-        engine = cpcreds.CredentialEngine(config)
-        profile = {{"metadata": {{"name": "c"}}, "status": {{"accessProviders": [{{"name": "p", "cluster": {{"server": "https://c.test"}}}}]}}}}
-        assert engine.get_credential(profile).token == "t"
-        engine.close()
-        """
-    )
-    assert heavy_besides_the_schema(loaded_after(code)) == []
-
-
-def test_a_get_credential_miss_loads_nothing_heavy() -> None:
-    code = textwrap.dedent(
-        f"""
-        import os, sys
-        os.environ["KUBERNETES_EXEC_INFO"] = '{{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "spec": {{"interactive": false}}}}'
-        from cpcreds._entry import main
-        code = main(["get-credential", "--no-cache", "--config", {str(EXAMPLE_CONFIG)!r}, "--profile", {str(EXAMPLE_PROFILE)!r}])
-        assert code == 0, code
-        """
-    )
-    loaded = loaded_after(code, top=False)
-    assert heavy_besides_the_schema({name.split(".")[0] for name in loaded}) == []
-    # Nor what only some runs need: asyncio (a coroutine path), shlex (an --access-provider flag),
-    # hashlib (a pinned plugin), difflib (a message for a mistyped field), the other commands'
-    # modules (their parsers are not built), logging (nothing is logged).
-    assert sorted({"asyncio", "shlex", "hashlib", "difflib", "cpcreds.images", "logging"} & loaded) == []
-
 
 # -- what the plain readers assume about the models ------------------------------------------------
 
@@ -252,9 +176,8 @@ def test_the_cycle_finder_finds_a_lazy_import_cycle() -> None:
 
 #: The modules third-party code may import: the package (callers) and the provider SDK.
 PUBLIC = {"cpcreds", "cpcreds.sdk"}
-#: The one other module a page shows, to an application rather than a provider author: exposing
-#: the default metrics (docs/metrics.md) has no name in ``cpcreds`` yet.
-APPLICATION_ONLY = {"docs/metrics.md python block 1": {"cpcreds.metrics"}}
+#: Other modules a page shows to an application rather than a provider author: none.
+APPLICATION_ONLY: dict[str, set[str]] = {}
 _FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(cpcreds[\w.]*)\s+import|import\s+(cpcreds[\w.]*))", re.MULTILINE)
 
@@ -304,105 +227,6 @@ def test_the_import_guard_sees_imports_in_functions_and_fragments() -> None:
     assert _cpcreds_imports("def f():\n    from cpcreds.config import parse_duration\n") == {"cpcreds.config"}
     assert _cpcreds_imports("from cpcreds._parse import load_document\n...more words\n") == {"cpcreds._parse"}
     assert _cpcreds_imports("import cpcreds.sdk as sdk\nfrom cpcreds import CredentialEngine\n") == PUBLIC
-
-
-def test_importing_the_sdk_loads_nothing_but_the_package() -> None:
-    code = "import cpcreds.sdk"
-    assert heavy(loaded_after(code)) == []
-    assert "yaml" not in loaded_after(code)
-    script = code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('cpcreds')))"
-    ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
-    assert eval(ours) == ["cpcreds", "cpcreds.sdk"]
-
-
-@pytest.mark.parametrize("name", ["AccessPlan", "Credential", "hookimpl", "provider_main", "kubelet_plugin_main", "parse_duration",
-                                  "load_document", "jwt_expiry", "redact_text", "get_logger", "CredentialProviderResponse",
-                                  "Options", "option", "Duration", "OptionError"])  # fmt: skip
-def test_an_sdk_name_loads_nothing_heavy(name: str) -> None:
-    assert heavy(loaded_after(f"from cpcreds.sdk import {name}")) == []
-
-
-def test_reading_options_and_their_help_loads_nothing_heavy() -> None:
-    # What every run of a contrib console script does with its options (issue 19).
-    code = (
-        "from cpcreds.sdk import Duration, OptionError, Options, option\n"
-        "from cpcreds.plugin import describe_options, option_flags\n"
-        "class O(Options):\n"
-        "    name: str = option('x', names=('secretName',), pattern='[a-z]+')\n"
-        "    ttl: Duration | None = option(None, min=1)\n"
-        "    ids: tuple[str, ...] = ()\n"
-        "class P:\n"
-        "    options_model = O\n"
-        "O.read({'secretName': 'abc', 'ttl': '5m', 'ids': ['a']})\n"
-        "describe_options(O)\n"
-        "option_flags(['--secret-name=abc'], P)\n"
-        "for bad in ({'secretName': 'A'}, {'ttl': 'x'}, {'nmae': 1}):\n"
-        "    try:\n"
-        "        O.read(bad)\n"
-        "    except OptionError:\n"
-        "        pass\n"
-    )
-    assert heavy_besides_the_schema(loaded_after(code)) == []
-
-
-#: What an exec plugin's run on the SDK runner does without (each costs a one-shot plugin
-#: milliseconds of its start): pathlib (and the urllib.parse and ipaddress it imports) and logging.
-RUNNER_UNNEEDED = ("pathlib", "logging")
-
-
-@pytest.mark.parametrize("mode", ["exec", "kubelet"])
-def test_a_plugin_run_on_the_sdk_runner_loads_no_pathlib_or_logging(tmp_path: Path, mode: str) -> None:
-    # A provider with declared options that logs a debug event, run as its console scripts run
-    # it: a new process answering one request (issue 19's console scripts), through provider_main
-    # (KUBERNETES_EXEC_INFO with the cluster) or kubelet_plugin_main (a request on stdin).
-    script = tmp_path / "plugin.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import atexit, json, sys
-            from cpcreds.sdk import (AuthConfig, Credential, CredentialProviderResponse, Duration, Options, get_logger,
-                                     kubelet_plugin_main, option, provider_main)
-            atexit.register(lambda: sys.stderr.write(json.dumps(sorted(sys.modules))))
-            log = get_logger("cpcreds_test_plugin")
-            class O(Options):
-                audience: str = option("a", description="who the token is for")
-                ttl: Duration = option(600.0, min=1)
-            class P:
-                options_model = O
-                def __init__(self, options):
-                    self.options = O.read(options)
-                def get_credential(self, plan):
-                    log.debug("minting", audience=self.options.audience, server=plan.cluster.server)
-                    return Credential(token=self.options.audience + "-" + plan.cluster.server)
-                def get_image_credential(self, request, *, timeout):
-                    log.debug("minting", image=request.image)
-                    return CredentialProviderResponse("Registry", {{"registry.example": AuthConfig(self.options.audience, "pw")}}, 60.0)
-            (provider_main if {mode!r} == "exec" else kubelet_plugin_main)("test", P)()
-            """
-        )
-    )
-    request = {
-        "apiVersion": "client.authentication.k8s.io/v1",
-        "kind": "ExecCredential",
-        "spec": {"interactive": False, "cluster": {"server": "https://spoke-1:6443", "certificate-authority-data": "aGVsbG8=", "config": {"x": 1}}},
-    }
-    image_request = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "CredentialProviderRequest", "image": "registry.example/app:1"}
-    result = subprocess.run(
-        [sys.executable, str(script), "--audience", "fleet", "--ttl=5m"],
-        env={"PATH": "/usr/bin:/bin", "KUBERNETES_EXEC_INFO": json.dumps(request)},
-        input=json.dumps(image_request) if mode == "kubelet" else "",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
-    if mode == "exec":
-        assert answer["status"]["token"] == "fleet-https://spoke-1:6443"
-    else:
-        assert answer["auth"]["registry.example"]["username"] == "fleet"
-    loaded = set(json.loads(result.stderr))
-    assert heavy_besides_the_schema({name.split(".")[0] for name in loaded}) == []
 
 
 # -- the base types are dataclasses --------------------------------------------------------------

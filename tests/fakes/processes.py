@@ -33,15 +33,3 @@ def children_get_ctrl_c() -> None:
     runs in the foreground, where Python has installed that handler already."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def imported_modules(importtime_stderr: str) -> set[str]:
-    """Top-level names of the modules a ``python -X importtime ...`` run imported, read from its
-    standard error (one ``import time: ... | name`` line per module; other lines are ignored)."""
-    names = set()
-    for line in importtime_stderr.splitlines():
-        if line.startswith("import time:") and line.count("|") == 2:
-            _, cumulative, name = (part.strip() for part in line.removeprefix("import time:").split("|"))
-            if cumulative.isdigit():  # not the header line
-                names.add(name.split(".")[0])
-    return names
