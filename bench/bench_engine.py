@@ -3,8 +3,9 @@
     .venv/bin/python bench/bench_engine.py
 
 1. Cache hit: ``engine.get_credential(profile)`` for a profile dict with uid/resourceVersion,
-   metrics included (target: <= 1 us median, issue 6), and for the same dict without them
-   (target: <= 1.5 us median, issue 19).
+   metrics included (an engine on prometheus_client's default REGISTRY, as a program gets
+   without a registry argument; target: <= 1 us median, issues 6 and 29), and for the same dict
+   without them (target: <= 2 us median, issue 29).
 2. 1,000 concurrent callers over 100 plans, as threads and as asyncio tasks, running a real exec
    plugin. Target: exactly 100 plugin runs each.
 3. Steady requests for 10 simulated minutes with 120 s tokens (engine clock and plugin share a
@@ -27,11 +28,11 @@ from cpcreds import CredentialEngine
 
 def bench_cache_hit() -> None:
     plugin = write_plugin(tmpdir())
-    engine = CredentialEngine(config_for(plugin), prometheus_registry=CollectorRegistry())
+    engine = CredentialEngine(config_for(plugin))  # metrics in prometheus_client's REGISTRY
     # The same profile without uid/resourceVersion (a hand-written dict): its identity is a
     # fingerprint of its access data rather than (uid, resourceVersion).
     plain = {**PROFILE, "metadata": {k: v for k, v in PROFILE["metadata"].items() if k not in ("uid", "resourceVersion")}}
-    for label, profile, target in (("with uid/resourceVersion", PROFILE, 1.0), ("without uid/resourceVersion", plain, 1.5)):
+    for label, profile, target in (("with uid/resourceVersion", PROFILE, 1.0), ("without uid/resourceVersion", plain, 2.0)):
         engine.get_credential(profile)
         per_call = []
         batch = 20000

@@ -50,7 +50,7 @@ from ..policies import BackoffPolicy, RefreshPolicy
 from ..providers.registry import ProviderRegistry
 from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
-if TYPE_CHECKING:  # prometheus_client is imported only when metrics are asked for (cpcreds.metrics)
+if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from ..api import ClusterProfile
@@ -64,8 +64,9 @@ class CredentialEngine:
     """Gets credentials for ClusterProfiles, cached per AccessPlan, refreshed ahead of expiry.
 
     ``config`` is a :class:`~cpcreds.ProviderConfig`; ``registry`` the provider types (default:
-    built-ins plus installed plugins); ``prometheus_registry`` where metrics show (default: the
-    process's default metrics, see :mod:`cpcreds.metrics` and :func:`cpcreds.metrics.register`). ``max_concurrent_fetches`` bounds the fetches running at once and
+    built-ins plus installed plugins); ``prometheus_registry`` where metrics show (default:
+    prometheus_client's ``REGISTRY``; engines given one registry share its series, see
+    docs/metrics.md). ``max_concurrent_fetches`` bounds the fetches running at once and
     ``max_fetches_per_provider`` those of one access provider (see :mod:`cpcreds.workers`).
     Thread-safe and asyncio-safe; one engine per process is the usual setup. Use it as a context
     manager (``with`` or ``async with``) or call :meth:`close`.
