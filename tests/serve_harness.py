@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from cpcreds import ProviderRegistry, load_config
 from cpcreds.serve.service import Service
@@ -80,10 +81,14 @@ def write_profiles(folder: Path, profiles: dict[str, Any]) -> None:
 
 @pytest.fixture
 def start_serve(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
-    """start_serve(providers, profiles={file: profile}, **settings) -> RunningService."""
+    """start_serve(providers, profiles={file: profile}, **settings) -> RunningService. Each
+    service shows a registry of its own (several run in this process); ``default_registry=True``
+    gives it prometheus_client's REGISTRY, as ``cpcreds serve`` has."""
     running: list[RunningService] = []
 
-    def start(providers: list[dict[str, Any]], profiles: dict[str, Any] | None = None, *, serve_section: dict[str, Any] | None = None, **settings: Any) -> RunningService:
+    def start(
+        providers: list[dict[str, Any]], profiles: dict[str, Any] | None = None, *, serve_section: dict[str, Any] | None = None, default_registry: bool = False, **settings: Any
+    ) -> RunningService:
         config_path = tmp_path / "providers.yaml"
         document: dict[str, Any] = {"providers": providers}
         if serve_section is not None:
@@ -100,6 +105,7 @@ def start_serve(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
             config,
             registry=ProviderRegistry(entry_points=False, plugins=(mint,)),
             out=io.StringIO(),
+            prometheus_registry=None if default_registry else CollectorRegistry(),
         )
         started = threading.Event()
         box: dict[str, Any] = {}

@@ -245,3 +245,23 @@ def test_serves_metrics_count_the_duplicates_it_does_not_act_on(start_serve: Any
     (tmp_path / "profiles" / "newer.yaml").unlink()
     (tmp_path / "profiles" / "new.yaml").unlink()
     running.until(lambda: "\ncpcreds_fleet_duplicate_profiles 0.0\n" in running.get("/metrics")[2], what="the duplicates gone")
+
+
+def test_serve_shows_prometheus_clients_default_registry_and_takes_its_own_series_out_when_it_stops(start_serve: Any) -> None:
+    """Issue 29: ``cpcreds serve`` given no registry shows prometheus_client's REGISTRY (what the
+    process registered there too), with the engines', the fleet's and its own series."""
+    from prometheus_client import REGISTRY, Counter
+
+    program_series = Counter("test_serve_program_marks", "a series the program registered itself", registry=REGISTRY)
+    try:
+        running = start_serve([MINT], {"a.yaml": profile("a")}, default_registry=True)
+        running.wait_ready()
+        text = running.get("/metrics")[2]
+        assert "\ntest_serve_program_marks_total 0.0\n" in text
+        assert 'cpcreds_serve_profiles{provider="mint",state="ready"} 1.0' in text
+        assert series(text, "cpcreds_fleet_engaged_clusters") and series(text, "cpcreds_credential_requests_total")
+        assert (REGISTRY.get_sample_value("cpcreds_credential_requests_total", {"provider": "mint", "result": "success"}) or 0) >= 1
+        running.stop()
+        assert REGISTRY.get_sample_value("cpcreds_serve_ready") is None  # the next serve of the process shows its own
+    finally:
+        REGISTRY.unregister(program_series)

@@ -44,6 +44,7 @@ from .gate import Gate, OnUnhealthy
 from .hooks import FleetHooks
 from .inventory import DirectorySource, FolderSource, ProfileFeed
 from .keeper import Keeper
+from .metrics import fleet_readings
 from .ownership import Ownership
 from .progress import SyncProgress
 from .runtime import FleetRuntime
@@ -170,12 +171,12 @@ class Fleet:
             self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=dedupe, ownership=self.ownership, owned_profiles=owned_profiles
         )
         self._runtime = FleetRuntime(self._lock, source, self._tracker, self._keeper, self._events, link, owns_engine=owns_engine)
-        if prometheus_registry is not None:
-            from .metrics import FleetCollector
-
-            prometheus_registry.register(FleetCollector(self))
-            if shard is not None:
-                shard.register_metrics(prometheus_registry)  # its overlap series, as serve shows them
+        # Shown in prometheus_registry (default: prometheus_client's REGISTRY), summed with the
+        # other fleets there; close() takes this fleet out.
+        self._readings = fleet_readings(prometheus_registry)
+        self._readings.attach(self)
+        if shard is not None:
+            shard.register_metrics(prometheus_registry)  # its overlap series, as serve shows them
 
     # -- how it was made -------------------------------------------------------------------------
 
@@ -290,7 +291,10 @@ class Fleet:
         cancelled, then end its watches, tasks and clients as :meth:`close` does (the shard is
         stopped, an engine the fleet made closed). For a program whose own work shares the
         fleet's loop, as ``cpcreds serve`` does; callbacks still run in their own thread."""
-        await self._runtime.run()
+        try:
+            await self._runtime.run()
+        finally:
+            self._readings.detach(self)
 
     async def use_engine(self, engine: CredentialEngine) -> None:
         """Resolve every cluster again through ``engine`` and keep its credentials from now on
@@ -306,6 +310,7 @@ class Fleet:
         the fleet's threads, within about a second. Sends no :class:`Disengaged` events.
         Idempotent; safe from any thread but the fleet's own. A fleet in :meth:`run` is
         asked to end (its task cancelled) and closes as that task ends."""
+        self._readings.detach(self)
         self._runtime.close()
 
     def __enter__(self) -> Fleet:

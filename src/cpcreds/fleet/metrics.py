@@ -1,47 +1,43 @@
-"""The fleet's metrics, registered when a ``prometheus_registry`` is given to the Fleet; serve,
-which counts its clusters itself, registers only :class:`DuplicatesCollector`."""
+"""The fleet's series, read at scrape time from every open :class:`~cpcreds.Fleet` of a registry
+(prometheus_client's ``REGISTRY`` unless the Fleet was given ``prometheus_registry``):
+``cpcreds_fleet_clusters{state}``, ``cpcreds_fleet_engaged_clusters`` and
+``cpcreds_fleet_duplicate_profiles`` (profiles not acted on: KEP-4322 duplicates). Fleets of one
+registry add up; a closed fleet leaves the sums."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from ..metrics import Readings, for_registry
 from .cluster import CLUSTER_STATES
 
-__all__ = ["FleetCollector", "DuplicatesCollector"]
+__all__ = ["fleet_readings"]
 
 
-class FleetCollector(Collector):
-    """``cpcreds_fleet_clusters{state}``, ``cpcreds_fleet_engaged_clusters`` and
-    ``cpcreds_fleet_duplicate_profiles`` (profiles not acted on: KEP-4322 duplicates), read at
-    scrape time."""
-
-    def __init__(self, fleet: Any) -> None:  # a Fleet (not imported: fleet.core imports this)
-        self.fleet = fleet
-
-    def collect(self) -> Iterator[Any]:
-        clusters = self.fleet.clusters.values()
-        states = GaugeMetricFamily("cpcreds_fleet_clusters", "Clusters the fleet tracks, by state.", labels=["state"])
-        for state in CLUSTER_STATES:
-            states.add_metric([state], sum(1 for cluster in clusters if cluster.state == state))
-        yield states
-        yield GaugeMetricFamily("cpcreds_fleet_engaged_clusters", "Clusters engaged now.", value=sum(1 for cluster in clusters if cluster.engaged))
-        yield from DuplicatesCollector(self.fleet).collect()
+def fleet_readings(registry: CollectorRegistry | None) -> Readings:
+    """The fleets' collector of ``registry`` (default ``REGISTRY``): a fleet attaches to it when
+    made and detaches when closed."""
+    return for_registry(registry, "fleet", lambda: Readings(_families))
 
 
-class DuplicatesCollector(Collector):
-    """``cpcreds_fleet_duplicate_profiles`` alone, read at scrape time without walking the
-    clusters: what an operator alerts on, in serve's /metrics too."""
-
-    def __init__(self, fleet: Any) -> None:
-        self.fleet = fleet
-
-    def collect(self) -> Iterator[Any]:
-        yield GaugeMetricFamily(
-            "cpcreds_fleet_duplicate_profiles",
-            "ClusterProfiles not acted on because another profile of the same inventory member (KEP-4322) stands for their cluster.",
-            value=self.fleet.duplicate_count,
-        )
+def _families(fleets: list[Any]) -> Iterator[GaugeMetricFamily]:
+    by_state = dict.fromkeys(CLUSTER_STATES, 0)
+    engaged = 0
+    for fleet in fleets:
+        for cluster in fleet.clusters.values():  # one pass: serve's fleet holds 100,000
+            by_state[cluster.state] = by_state.get(cluster.state, 0) + 1
+            engaged += cluster.engaged
+    states = GaugeMetricFamily("cpcreds_fleet_clusters", "Clusters the fleet tracks, by state.", labels=["state"])
+    for state, count in by_state.items():
+        states.add_metric([state], count)
+    yield states
+    yield GaugeMetricFamily("cpcreds_fleet_engaged_clusters", "Clusters engaged now.", value=engaged)
+    yield GaugeMetricFamily(
+        "cpcreds_fleet_duplicate_profiles",
+        "ClusterProfiles not acted on because another profile of the same inventory member (KEP-4322) stands for their cluster.",
+        value=sum(fleet.duplicate_count for fleet in fleets),
+    )

@@ -1,5 +1,8 @@
-"""serve's Prometheus collectors, computed at scrape time: the status board's counts and
-per-profile series (:class:`ServeCollector`) and the shard's series (:class:`ShardCollector`)."""
+"""serve's own series, read at scrape time (prometheus_client collectors, the package's way for
+values it does not hold): the status board's counts and per-profile series
+(:class:`ServeCollector`) and the shard's series (:class:`ShardCollector`). serve registers them
+in the registry its ``/metrics`` shows (prometheus_client's ``REGISTRY`` unless given one) while
+it runs, beside the engines', the fleet's and the shard's own series (:mod:`cpcreds.metrics`)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,14 @@ if TYPE_CHECKING:
 
 __all__ = ["ServeCollector", "ShardCollector", "PER_PROFILE_METRICS_LIMIT"]
 
+#: The per-profile series (shown up to :data:`PER_PROFILE_METRICS_LIMIT` profiles by default).
+PER_PROFILE_SERIES = (
+    "cpcreds_serve_credential_expiry_timestamp_seconds",
+    "cpcreds_serve_credential_last_success_timestamp_seconds",
+    "cpcreds_serve_credential_consecutive_failures",
+    "cpcreds_serve_probe_up",
+    "cpcreds_serve_probe_duration_seconds",
+)
 #: Per-profile metric series are on by default up to this many profiles (``--per-profile-metrics``
 #: overrides): above it, a scrape of five series per profile grows past what Prometheus should
 #: take every 15 s (see docs/metrics.md for the sizes measured).
@@ -76,7 +87,10 @@ class ServeCollector(Collector):
         yield from (expiry, success, failing, probe_up, probe_seconds)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
-        return iter(())
+        # The names only (a registry refuses a second set): reading the board is for scrapes.
+        names = ("cpcreds_serve_inventory_profiles", "cpcreds_serve_profiles", "cpcreds_serve_ready", "cpcreds_serve_per_profile_metrics")
+        names += PER_PROFILE_SERIES
+        return iter([GaugeMetricFamily(name, "") for name in names])
 
 
 class ShardCollector(Collector):
@@ -104,5 +118,7 @@ class ShardCollector(Collector):
         rebalance.add_metric([], float(self.status.ownership.rebalance_seconds))
         yield from (members, owned, fresh, renewals, handovers, rebalance)
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        return iter(())
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        names = ("cpcreds_shard_members", "cpcreds_shard_owned_profiles", "cpcreds_shard_self_fresh", "cpcreds_shard_rebalance_seconds")
+        counters = ("cpcreds_shard_renewals", "cpcreds_shard_handovers")
+        return iter([*(GaugeMetricFamily(name, "") for name in names), *(CounterMetricFamily(name, "") for name in counters)])

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from ..config.documents import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
@@ -37,7 +38,6 @@ from ..fleet.core import Fleet
 from ..fleet.hooks import FleetHooks
 from ..fleet.inventory import Change, DirectorySource, FolderSource
 from ..fleet.members import MemberIndex
-from ..fleet.metrics import DuplicatesCollector
 from ..logs import get_logger, redact_text
 from ..providers.registry import ProviderRegistry
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
@@ -70,14 +70,18 @@ class Service:
         *,
         registry: ProviderRegistry | None = None,
         out: TextIO | None = None,
+        prometheus_registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
         self.registry = registry
         self.out = out or sys.stderr
-        self.metrics = CollectorRegistry()
+        #: What /metrics shows: prometheus_client's REGISTRY unless a registry is given. The
+        #: engines (of every reload) and the fleet count into it; serve's own series are in it
+        #: while run() runs.
+        self.metrics: CollectorRegistry = REGISTRY if prometheus_registry is None else prometheus_registry
+        self._collectors: list[Collector] = []
         self.board = StatusBoard(source=settings.source)
-        self.metrics.register(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self.engine: CredentialEngine | None = None
@@ -125,6 +129,7 @@ class Service:
             jitter=settings.refresh_jitter,
             shard=self.shard,
             hooks=self._hooks,
+            prometheus_registry=self.metrics,  # the fleet's series, its shard's too
         )
 
     def _write_unowned(self, key: str) -> None:
@@ -177,7 +182,7 @@ class Service:
         if settings.shard:
             self._make_shard()
         self.fleet = fleet = self._new_fleet(engine)
-        self.metrics.register(DuplicatesCollector(fleet))  # the page and API show them; alerts need the series
+        self._show_metric(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
         if self.shard is not None:
             self._show_shard(fleet)
         for signum, event in ((signal.SIGTERM, self._stop), (signal.SIGINT, self._stop), (signal.SIGHUP, self._reload)):
@@ -205,6 +210,9 @@ class Service:
                     await self.reload("SIGHUP")
         finally:
             await self._shutdown(running, tasks)
+            for collector in self._collectors:  # another serve in this process may show its own
+                self.metrics.unregister(collector)
+            self._collectors.clear()
             gc.set_threshold(*self._gc_thresholds)
             gc.unfreeze()  # an in-process caller (tests) gets its collector back as it was
         return self.exit_code
@@ -254,10 +262,16 @@ class Service:
     def _show_shard(self, fleet: Fleet) -> None:
         shard = self.shard
         self.board.shard = ShardStatus(shard, fleet.ownership)
-        self.metrics.register(ShardCollector(self.board.shard, lambda: len(fleet)))
-        shard.register_metrics(self.metrics)  # once per registry, also if the fleet is given it
+        self._show_metric(ShardCollector(self.board.shard, lambda: len(fleet)))
         self.out.write(f"cpcreds serve: shard member {shard.identity} of group {shard.group} (Leases in {shard.namespace}), status URL {shard.status_url}\n")
         self.out.flush()
+
+    def _show_metric(self, collector: Collector) -> None:
+        try:
+            self.metrics.register(collector)
+        except ValueError:  # prometheus_client's "Duplicated timeseries"
+            raise ConfigError("the metrics registry already shows another cpcreds serve's series", source="serve") from None
+        self._collectors.append(collector)
 
     def stop(self) -> None:
         """Ask the service to shut down (thread-safe only through ``loop.call_soon_threadsafe``)."""
