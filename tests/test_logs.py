@@ -89,7 +89,7 @@ def test_library_configures_no_logging_on_import() -> None:
 @pytest.mark.parametrize(
     ("setup", "shown"),
     [
-        ("", False),  # nothing configured: the root logger's WARNING drops it, logging never imported
+        ("", False),  # nothing configured: the root logger's WARNING drops it
         ("from cpcreds.logs import configure_logging; configure_logging('debug', on_first_use=True)", True),  # get-credential
         ("from cpcreds.logs import configure_logging; configure_logging('debug')", True),  # serve, the other commands
         ("import logging; logging.basicConfig(level=logging.DEBUG)", True),  # an application configuring after the import
@@ -109,11 +109,9 @@ def test_a_debug_event_reaches_every_configuration_at_its_level(setup: str, show
         f"{setup}\n"
         "log.debug('minting', audience='fleet', token='s3cr3t')\n"
         "log.info('minted')\n"
-        "print('logging' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert ("minting" in result.stderr) is shown
     assert "minted" in result.stderr if setup else result.stderr == ""
     assert "s3cr3t" not in result.stderr
-    assert result.stdout.strip() == str(bool(setup))  # logging is imported only when something may log
