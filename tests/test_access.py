@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, access, resolve
-from cpcreds.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
-from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster
+from cpcreds import ClusterProfile, CredentialError, NoMatchingProvider, ProfileError, resolve
+from cpcreds.config import access
+from cpcreds.config.access import PROFILE_ENV_DENYLIST, AccessPlan, cluster_to_wire, is_denied_env_name, mask_args
+from cpcreds.config.wire import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster
 from cpcreds.plan import KEY_ENCODER
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
@@ -415,7 +416,7 @@ def test_profile_error_has_no_pydantic_wording() -> None:
     ],
 )
 def test_mask_args_hides_what_log_redaction_would_hide(args: list[str], shown: list[str]) -> None:
-    from cpcreds.access import mask_args
+    from cpcreds.config.access import mask_args
 
     assert mask_args(args) == shown
 

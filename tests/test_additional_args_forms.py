@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpcreds import ADDITIONAL_ARGS_EXTENSION, ClusterProfile, CredentialError, ProfileError, resolve
-from cpcreds.access import additional_args_form
+from cpcreds.config.access import additional_args_form
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 from tests.test_cli import one_error_line, run_cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cpcreds.serve.settings import ServeSettings
-from cpcreds.settings import Settings, SettingInfo, describe
+from cpcreds.config.settings import Settings, SettingInfo, describe
 from tests.test_cli import cli_env, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cpcreds import credential as credential_module
-from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
+from cpcreds.config.wire import API_VERSION_V1, API_VERSION_V1BETA1, ExecCredentialStatus
 from cpcreds.credential import Credential, credential_from_status_fields, format_rfc3339, parse_rfc3339
 from tests.fakes.pki import make_key_pair
 

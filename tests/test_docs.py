@@ -727,7 +727,7 @@ def yaml_block(page: Path, name: str) -> Any:
 
 def test_the_gcp_kubeconfigs_exec_args_are_options_the_console_script_takes() -> None:
     gcp = pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
-    from cpcreds.plugin import parse_option_flags
+    from cpcreds.exec.plugin import parse_option_flags
     from cpcreds_gcp.plugin import ADC_FLAGS
 
     for page in (ROOT / "docs" / "providers-gcp.md", ROOT / "plugins-contrib" / "gcp" / "README.md"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cpcreds.api import API_VERSION_V1BETA1, EXEC_INFO_ENV
+from cpcreds.config.wire import API_VERSION_V1BETA1, EXEC_INFO_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "writing-a-provider.md"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
 from cpcreds.config import documents as _parse
-from cpcreds.api import ExecCredential
+from cpcreds.config.wire import ExecCredential
 from cpcreds.exec import provider as exec_module
 from cpcreds.exec.provider import RunResult
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
@@ -119,7 +119,7 @@ def test_the_usual_answers_are_read_directly(document: dict[str, Any]) -> None:
 
 def test_the_direct_reading_knows_every_field_of_the_answer_models() -> None:
     # A field added to a model must be checked by the direct reading too (or send it to pydantic).
-    from cpcreds.api import ExecCredentialSpec, ExecCredentialStatus
+    from cpcreds.config.wire import ExecCredentialSpec, ExecCredentialStatus
 
     def aliases(model: Any) -> set[str]:
         return {info.alias or name for name, info in model.model_fields.items()}

@@ -31,7 +31,7 @@ from cpcreds import (
     ProviderRegistry,
     resolve,
 )
-from cpcreds.access import resolve_chain
+from cpcreds.config.access import resolve_chain
 from cpcreds.engine import BackoffPolicy
 from cpcreds.logs import configure_logging
 from cpcreds import Fleet as CredentialFleet

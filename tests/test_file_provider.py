@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cpcreds.access import AccessPlan, resolve
+from cpcreds.config.access import AccessPlan, resolve
 from cpcreds.config import ProviderConfig
 from cpcreds.credential import Credential
 from cpcreds.errors import ConfigError, ProviderError

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from cpcreds import CredentialError, ProviderConfig, load_config, resolve
 from cpcreds.config.documents import MAX_INT_DIGITS, DocumentError, load_document, load_documents, plain_copy
-from cpcreds.access import parse_profile
-from cpcreds.api import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION
+from cpcreds.config.access import parse_profile
+from cpcreds.config.wire import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION
 from cpcreds.config import MAX_CONFIG_BYTES
 from cpcreds.config.profiles import load_profiles
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry

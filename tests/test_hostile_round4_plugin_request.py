@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpcreds.plugin import PluginRequestError, parse_option_flags, read_request
+from cpcreds.exec.plugin import PluginRequestError, parse_option_flags, read_request
 
 SECRET = "t0ken-r0und4-s3cret"
 

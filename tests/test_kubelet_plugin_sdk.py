@@ -1,4 +1,4 @@
-"""cpcreds.kubelet_plugin: Python programs and cpcreds providers as kubelet image credential
+"""cpcreds.images.kubelet_plugin: Python programs and cpcreds providers as kubelet image credential
 provider plugins (KEP-2133), run as the kubelet runs them: a real process, the request on stdin,
 the response read from stdout, one error line on stderr and a non-zero exit otherwise."""
 
@@ -29,7 +29,7 @@ from cpcreds.images.protocol import (
     encode_request,
     parse_response,
 )
-from cpcreds.kubelet_plugin import read_request
+from cpcreds.images.kubelet_plugin import read_request
 from tests.fakes.pki import PKI
 from tests.fakes.registry import FakeRegistry
 
@@ -40,7 +40,7 @@ SECRET = "s3cr3t-Registry-Password"
 # return something that is not a response.
 FUNCTION_PLUGIN = """
 import os, sys, threading
-from cpcreds.kubelet_plugin import AuthConfig, CredentialProviderResponse, run_kubelet_plugin
+from cpcreds.images.kubelet_plugin import AuthConfig, CredentialProviderResponse, run_kubelet_plugin
 
 def answer(request):
     registry = request.image.split("/", 1)[0]
@@ -63,7 +63,7 @@ PROVIDER_PLUGIN = '''
 """A robot account for the registries named by --registries."""
 import os, threading
 from cpcreds.errors import ProviderError
-from cpcreds.kubelet_plugin import AuthConfig, CredentialProviderResponse, kubelet_plugin_main
+from cpcreds.images.kubelet_plugin import AuthConfig, CredentialProviderResponse, kubelet_plugin_main
 
 class RobotProvider:
     def __init__(self, options):
@@ -246,7 +246,7 @@ def test_help_describes_the_provider(provider_plugin: Path) -> None:
 # A provider with an options model: the SDK lists it in --help and checks flags against it.
 MODELLED_PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field
-from cpcreds.kubelet_plugin import AuthConfig, CredentialProviderResponse, kubelet_plugin_main
+from cpcreds.images.kubelet_plugin import AuthConfig, CredentialProviderResponse, kubelet_plugin_main
 
 class RobotOptions(BaseModel):
     """A robot account for the registries named by --registries."""

@@ -1,4 +1,4 @@
-"""cpcreds.plugin: the SDK for writing exec plugins, run for real through the exec provider."""
+"""cpcreds.exec.plugin: the SDK for writing exec plugins, run for real through the exec provider."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpcreds.access import AccessPlan, resolve
-from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_EXTENSION, EXEC_INFO_ENV
+from cpcreds.config.access import AccessPlan, resolve
+from cpcreds.config.wire import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_EXTENSION, EXEC_INFO_ENV
 from cpcreds.config import ProviderConfig
 from cpcreds.credential import Credential
 from cpcreds.errors import PluginExecutionError
-from cpcreds.plugin import (
+from cpcreds.exec.plugin import (
     OptionFlagError,
     PluginRequest,
     PluginRequestError,
@@ -36,7 +36,7 @@ PROVIDER = "fleet-sdk"
 
 # Echoes what it was asked into the token, so a test can see the request the plugin parsed.
 ECHO_PLUGIN = """\
-from cpcreds.plugin import run_plugin
+from cpcreds.exec.plugin import run_plugin
 from cpcreds import Credential
 
 
@@ -52,7 +52,7 @@ run_plugin(get)
 """
 
 FAILING_PLUGIN = """\
-from cpcreds.plugin import run_plugin
+from cpcreds.exec.plugin import run_plugin
 
 
 def get(request):
@@ -63,7 +63,7 @@ run_plugin(get, name="sealed-vault")
 """
 
 WRONG_TYPE_PLUGIN = """\
-from cpcreds.plugin import run_plugin
+from cpcreds.exec.plugin import run_plugin
 
 run_plugin(lambda request: {"token": "not-a-credential-object"})
 """
@@ -322,7 +322,7 @@ PROVIDER_PLUGIN = """\
 from pydantic import BaseModel, ConfigDict, Field
 
 from cpcreds import Credential, ProviderError
-from cpcreds.plugin import provider_main
+from cpcreds.exec.plugin import provider_main
 
 
 class Options(BaseModel):

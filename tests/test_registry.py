@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cpcreds.access import AccessPlan, resolve
+from cpcreds.config.access import AccessPlan, resolve
 from cpcreds.config import ProviderConfig, ProviderEntry
 from cpcreds.credential import Credential
 from cpcreds.engine import call_provider

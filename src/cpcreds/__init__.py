@@ -14,8 +14,8 @@ which Python can only import after this file; an eager import here would cost th
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
-    from .access import parse_profile, resolve
-    from .api import (
+    from .config.access import parse_profile, resolve
+    from .config.wire import (
         ADDITIONAL_ARGS_EXTENSION,
         ADDITIONAL_ENVS_EXTENSION,
         API_VERSION_V1,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from .plan import AccessPlan, ExecSpec
     from .images.credentials import ImageCredentials, RegistryCredential, RegistryCredentials
     from .adapters.kubernetes import remove_certificate_files
-    from .policies import BackoffPolicy, RefreshPolicy
+    from .engine.policies import BackoffPolicy, RefreshPolicy
     from .exec.provider import ExecProvider
     from .providers.registry import ProviderRegistry
 
@@ -68,9 +68,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
 
 #: The module that defines each public name (the imports above, for the interpreter).
 _EXPORTS = {
-    "access": ("parse_profile", "resolve"),
+    "config.access": ("parse_profile", "resolve"),
     "plan": ("AccessPlan", "ExecSpec"),
-    "api": (
+    "config.wire": (
         "ADDITIONAL_ARGS_EXTENSION",
         "ADDITIONAL_ENVS_EXTENSION",
         "API_VERSION_V1",
@@ -114,7 +114,7 @@ _EXPORTS = {
     "providers.hookspecs": ("Provider", "hookimpl"),
     "images.credentials": ("ImageCredentials", "RegistryCredential", "RegistryCredentials"),
     "adapters.kubernetes": ("remove_certificate_files",),
-    "policies": ("BackoffPolicy", "RefreshPolicy"),
+    "engine.policies": ("BackoffPolicy", "RefreshPolicy"),
     "exec.provider": ("ExecProvider",),
     "providers.registry": ("ProviderRegistry",),
 }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ._patterns import LazyPattern
 
 if TYPE_CHECKING:  # a base type: the pydantic models are not imported to build a Credential
-    from .api import ExecCredentialStatus
+    from .config.wire import ExecCredentialStatus
 
 __all__ = ["Credential", "parse_rfc3339", "format_rfc3339"]
 

@@ -3,7 +3,7 @@
 This is the base the plan (:mod:`cpcreds.plan`), the exec provider and :mod:`cpcreds.providers.hookspecs`
 build on: the apiVersions and reserved extension names of KEP-541 / KEP-5339, what text can be
 handed to a process, and :class:`ExecCluster`, the ``spec.cluster`` a plugin receives. Reading
-wire objects *with worded errors* is :mod:`cpcreds.api`'s job (pydantic, imported only when an
+wire objects *with worded errors* is :mod:`cpcreds.config.wire`'s job (pydantic, imported only when an
 input needs it); tests/test_imports.py checks that importing this module loads nothing else.
 """
 
@@ -73,7 +73,7 @@ class ExecCluster:
     ``certificate_authority_data`` is bytes; base64 text (as Go marshals ``[]byte``) is decoded,
     and text that is not base64 is a ``ValueError``. ``config`` is the profile's
     ``client.authentication.k8s.io/exec`` extension, verbatim (in a plan: a read-only copy).
-    Plugin requests and ClusterProfiles are read into this type by :mod:`cpcreds.api`, which
+    Plugin requests and ClusterProfiles are read into this type by :mod:`cpcreds.config.wire`, which
     checks every field's type and words the errors; tests/test_access.py checks that both agree.
     """
 

@@ -32,7 +32,7 @@ __all__ = ["get_logger", "redact_secrets", "redact_text", "is_secret_name", "con
 
 
 REDACTED = "[REDACTED]"
-_MASKED = "***"  # how cpcreds.access masks values it shows (resolve, errors)
+_MASKED = "***"  # how cpcreds.config.access masks values it shows (resolve, errors)
 
 # -- what is a secret ------------------------------------------------------------------------------
 #

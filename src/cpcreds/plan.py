@@ -1,7 +1,7 @@
 """The plan: everything needed to get one credential, frozen, and the cache key of the engine.
 
 :class:`AccessPlan` (with its :class:`ExecSpec` and :class:`~cpcreds.kep.ExecCluster`) is what
-:func:`cpcreds.access.resolve` builds and every provider receives. Two profiles that resolve to
+:func:`cpcreds.config.access.resolve` builds and every provider receives. Two profiles that resolve to
 equal plans share one credential, as client-go shares one authenticator per exec config and
 cluster. This module is part of the base: it imports no pydantic, settings, metrics, logging
 library or kubernetes (tests/test_imports.py checks it).

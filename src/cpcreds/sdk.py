@@ -34,7 +34,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
-    from ._body import BodyProblem, read_within
+    from .providers.body import BodyProblem, read_within
     from .config.documents import DocumentError, load_document, open_regular, read_bounded
     from .credential import Credential
     from .errors import (
@@ -58,15 +58,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         parse_request,
         parse_response,
     )
-    from ._durations import format_duration, parse_duration
+    from .config.durations import format_duration, parse_duration
     from .config.options import Duration, OptionError, Options, option
     from ._show import shown, type_name
-    from .jwt import jwt_expiry
+    from .providers.jwt import jwt_expiry
     from .kep import EXEC_EXTENSION, ExecCluster
-    from .kubelet_plugin import kubelet_plugin_main, run_image_provider, run_kubelet_plugin
+    from .images.kubelet_plugin import kubelet_plugin_main, run_image_provider, run_kubelet_plugin
     from .logs import get_logger, redact_text
     from .plan import AccessPlan, ExecSpec
-    from .plugin import (
+    from .exec.plugin import (
         OptionFlagError,
         PluginRequest,
         PluginRequestError,
@@ -76,8 +76,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         run_plugin,
         run_provider,
     )
-    from .policies import RefreshPolicy
-    from ._credfile import read_credential_file
+    from .engine.policies import RefreshPolicy
+    from .providers.credfile import read_credential_file
     from .providers.deadline import DEADLINE_MARGIN, Deadline, deadline, remaining
     from .providers.http import (
         Abort,
@@ -100,7 +100,7 @@ _EXPORTS = {
     "kep": ("ExecCluster", "EXEC_EXTENSION"),
     "credential": ("Credential",),
     "errors": ("CredentialError", "ProviderError", "ProviderTimeout", "ConfigError", "ImageCredentialError"),
-    "policies": ("RefreshPolicy",),
+    "engine.policies": ("RefreshPolicy",),
     "images.protocol": (
         "AuthConfig",
         "CredentialProviderRequest",
@@ -114,10 +114,10 @@ _EXPORTS = {
         "encode_response",
         "parse_response",
     ),
-    "_durations": ("parse_duration", "format_duration"),
+    "config.durations": ("parse_duration", "format_duration"),
     "config.options": ("Options", "option", "Duration", "OptionError"),
     "_show": ("shown", "type_name", "shown_url"),
-    "plugin": (
+    "exec.plugin": (
         "provider_main",
         "run_provider",
         "run_plugin",
@@ -127,11 +127,11 @@ _EXPORTS = {
         "parse_option_flags",
         "plan_for_request",
     ),
-    "kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
+    "images.kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
     "config.documents": ("load_document", "DocumentError", "read_bounded", "open_regular"),
-    "_body": ("read_within", "BodyProblem"),
-    "jwt": ("jwt_expiry",),
-    "_credfile": ("read_credential_file",),
+    "providers.body": ("read_within", "BodyProblem"),
+    "providers.jwt": ("jwt_expiry",),
+    "providers.credfile": ("read_credential_file",),
     "providers.deadline": ("deadline", "remaining", "Deadline", "DEADLINE_MARGIN"),
     "providers.http": (
         "Exchange",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cpcreds.api import EXEC_INFO_ENV
+from cpcreds.config.wire import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.aws import AwsKeys, FakeAWS
 from tests.fakes.aws_metadata import FakeAWSMetadata

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cpcreds.api import EXEC_INFO_ENV
+from cpcreds.config.wire import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.azure import AKS_SERVER_ID, FakeEntra
 from tests.fakes.registry import FakeRegistry

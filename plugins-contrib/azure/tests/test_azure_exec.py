@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_INFO_ENV
+from cpcreds.config.wire import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_INFO_ENV
 from tests.fakes.azure import AKS_SERVER_ID, Fault
 
 from azure_helpers import CLIENT_ID, CPCREDS_AZURE, SECRET

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cpcreds.api import EXEC_INFO_ENV
+from cpcreds.config.wire import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
 from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountKey
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
 
-from cpcreds.api import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_INFO_ENV  # noqa: E402
+from cpcreds.config.wire import API_VERSION_V1, API_VERSION_V1BETA1, EXEC_INFO_ENV  # noqa: E402
 from cpcreds.credential import parse_rfc3339  # noqa: E402
 
 CPCREDS = Path(sys.executable).with_name("cpcreds")

@@ -230,7 +230,7 @@ def test_a_token_endpoint_that_does_not_answer_fails_within_the_timeout(google, 
 
 
 def test_the_provider_itself_gives_up_at_its_deadline(google, sa_key, write_json):
-    from cpcreds.plugin import PluginRequest, plan_for_request
+    from cpcreds.exec.plugin import PluginRequest, plan_for_request
     from cpcreds_gcp import GcpProvider
 
     google.token_lifetime = 200

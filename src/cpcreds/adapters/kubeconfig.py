@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..access import AccessPlan, cluster_to_wire
+from ..config.access import AccessPlan, cluster_to_wire
 from ..kep import API_VERSION_V1
 from ..config.profiles import profile_ref
 

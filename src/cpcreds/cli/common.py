@@ -12,7 +12,7 @@ from typing import Any
 from ..config import FLAG_SOURCE, ProviderConfig, load_config, parse_access_provider_flag
 from ..errors import ConfigError
 from ..logs import redact_text
-from ..settings import Settings
+from ..config.settings import Settings
 
 __all__ = ["config_path", "flag_config", "load_provider_config", "profiles", "engine", "render", "print_value", "warn"]
 

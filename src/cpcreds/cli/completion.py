@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..settings import Settings
+from ..config.settings import Settings
 from .parser import Parser, build_parser
 
 __all__ = ["completion", "completion_script"]

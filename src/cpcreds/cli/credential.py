@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError, CredentialError
 from ..kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS
-from ..settings import Settings
+from ..config.settings import Settings
 from . import diskcache
 from .common import config_path, engine, load_provider_config, profiles, render
 
@@ -43,7 +43,7 @@ _PLAIN_REQUEST_BYTES = 4096
 def _plain_request_api_version(raw: str) -> str | None:
     """The apiVersion of a request of the usual shape (``apiVersion``, ``kind``, at most
     ``spec.interactive``: nothing else the CLI would read), or None for anything else, which
-    :func:`cpcreds.plugin.read_request` reads or refuses in its words."""
+    :func:`cpcreds.exec.plugin.read_request` reads or refuses in its words."""
     if len(raw) > _PLAIN_REQUEST_BYTES:
         return None
     try:
@@ -65,7 +65,7 @@ def _requested_api_version(args: argparse.Namespace) -> str:
     plain = _plain_request_api_version(raw) if raw.strip() else args.api_version or API_VERSION_V1
     if plain is not None:
         return args.api_version or plain
-    from ..plugin import PluginRequestError, read_request
+    from ..exec.plugin import PluginRequestError, read_request
 
     problem = ""
     try:
@@ -90,7 +90,7 @@ def get_credential(args: argparse.Namespace, settings: Settings) -> int:
     if cache_key is not None and credential.expiration_timestamp is not None:  # never one without expiry
         import time
 
-        from ..policies import RefreshPolicy
+        from ..engine.policies import RefreshPolicy
 
         now = time.time()
         # Served until a running engine would refresh it: e.g. 55 min of a 1 h token.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..settings import Settings
+from ..config.settings import Settings
 
 __all__ = ["image_credential"]
 

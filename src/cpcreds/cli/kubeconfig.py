@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import FLAG_SOURCE, ProviderConfig
 from ..errors import ConfigError, CredentialError, NoMatchingProvider
 from ..logs import redact_text
-from ..settings import Settings
+from ..config.settings import Settings
 from .common import config_path, flag_config, load_provider_config, profiles, warn
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ __all__ = ["kubeconfig"]
 def _flag_spec_for_kubeconfig(spec: str, config: ProviderConfig, name: str) -> str:
     """The ``--clusterprofile-access-provider`` value to record, unless it would put a secret in
     the kubeconfig: then a ConfigError telling the user to use a config file."""
-    from ..access import mask_args
+    from ..config.access import mask_args
 
     entry = config.get(name)
     assert entry is not None and entry.exec_config is not None  # flags always define exec providers
@@ -62,7 +62,7 @@ def _write_private(path: str, text: str) -> None:
 def kubeconfig(args: argparse.Namespace, settings: Settings) -> int:
     import yaml
 
-    from ..access import resolve
+    from ..config.access import resolve
     from ..adapters.kubeconfig import KubeconfigContext, build_kubeconfig, context_name
     from ..config.profiles import profile_ref
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..errors import CredentialError
 from ..logs import configure_logging, redact_text
-from ..settings import Settings
+from ..config.settings import Settings
 from .parser import COMMANDS, build_parser
 
 __all__ = ["main"]

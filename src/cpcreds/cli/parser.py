@@ -1,5 +1,5 @@
 """The parser of ``cpcreds``: every command's options, and for settings the flags and help made
-from their declaration (:func:`cpcreds.settings.describe`).
+from their declaration (:func:`cpcreds.config.settings.describe`).
 
 Usage errors print one line naming the ``--help`` to read and exit 2. Each parser keeps the
 options it was given (:attr:`Parser.options`) and its commands (:attr:`Parser.commands`), which
@@ -162,7 +162,7 @@ def _add_format_option(parser: Parser, default_help: str) -> None:
 
 
 def _environment_help() -> str:
-    from ..settings import Settings, describe
+    from ..config.settings import Settings, describe
 
     lines = ["environment (each read when its command needs it):"]
     for info in describe(Settings):

@@ -10,14 +10,14 @@ from typing import Any
 
 from ..config import ProviderConfig
 from ..errors import ConfigError, CredentialError
-from ..settings import Settings
+from ..config.settings import Settings
 from .common import load_provider_config, print_value, profiles
 
 __all__ = ["resolve", "validate", "plugins", "pin"]
 
 
 def resolve(args: argparse.Namespace, settings: Settings) -> int:
-    from ..access import AccessPlan, resolve_chain
+    from ..config.access import AccessPlan, resolve_chain
 
     from ..exec.provider import find_executable
 
@@ -119,8 +119,8 @@ def _profile_report(config: ProviderConfig, profile: dict[str, Any]) -> list[str
     would try), and for each provider whose cluster carries additional-args, the form, the count
     and whether the config's policy appends them. A malformed extension raises its ProfileError
     whatever the policy: validate is where a hub's mistakes should show."""
-    from ..access import additional_args_form, parse_additional_args, parse_profile, resolve_chain
-    from ..api import ADDITIONAL_ARGS_EXTENSION
+    from ..config.access import additional_args_form, parse_additional_args, parse_profile, resolve_chain
+    from ..config.wire import ADDITIONAL_ARGS_EXTENSION
 
     chain = resolve_chain(config, profile)
     model = parse_profile(profile)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..serve.settings import ServeSettings
-from ..settings import Settings, describe
+from ..config.settings import Settings, describe
 from .common import config_path
 
 __all__ = ["add_serve_options", "serve_flags", "serve"]

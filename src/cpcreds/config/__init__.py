@@ -48,8 +48,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        # Settings (pydantic-settings) live in cpcreds.settings; re-exported here as before.
-        module = "..settings" if name == "Settings" else ".provider"
+        # Settings (pydantic-settings) live in cpcreds.config.settings; re-exported here as before.
+        module = ".settings" if name == "Settings" else ".provider"
         value = getattr(importlib.import_module(module, __name__), name)
         globals()[name] = value
         return value

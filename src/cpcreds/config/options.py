@@ -289,7 +289,7 @@ def _custom(kind: str, message: str, context: dict[str, Any] | None = None) -> E
 def _read_duration(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise _custom("duration_type", f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
-    from .._durations import parse_duration
+    from .durations import parse_duration
 
     seconds: float | None = None
     if isinstance(value, str):
@@ -445,7 +445,7 @@ def _is_path_type(kind: Any) -> bool:
 
 def _duration_text(seconds: float) -> str:
     """Go's spelling without its zero tails (``12h``, ``1m``, ``1h30m``): as a user writes it."""
-    from .._durations import format_duration
+    from .durations import format_duration
 
     text = format_duration(seconds)
     if text.endswith("m0s") and text[:-3][-1:].isdigit():

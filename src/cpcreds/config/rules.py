@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._durations import parse_duration
+from .durations import parse_duration
 
 __all__ = [
     "DEFAULT_TIMEOUT",

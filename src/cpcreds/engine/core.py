@@ -46,14 +46,14 @@ from ..logs import get_logger, redact_text
 from ..metrics import Metrics
 from ..plan import AccessPlan
 from .plancache import PlanCache, profile_identity
-from ..policies import BackoffPolicy, RefreshPolicy
+from .policies import BackoffPolicy, RefreshPolicy
 from ..providers.registry import ProviderRegistry
 from .workers import DEFAULT_MAX_CONCURRENT_FETCHES, DEFAULT_MAX_FETCHES_PER_PROVIDER, Workers
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from ..api import ClusterProfile
+    from ..config.wire import ClusterProfile
 
 __all__ = ["CredentialEngine", "Answer", "Binding", "RefreshPolicy", "BackoffPolicy", "call_provider"]
 

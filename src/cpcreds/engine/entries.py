@@ -25,10 +25,10 @@ from ..errors import CredentialError, EngineClosed, ProviderError
 from .flight import Flight
 from ..metrics import Metrics
 from ..plan import AccessPlan
-from ..policies import BackoffPolicy, RefreshPolicy
+from .policies import BackoffPolicy, RefreshPolicy
 
 if TYPE_CHECKING:
-    from ..access import Candidate
+    from ..config.access import Candidate
 
 __all__ = ["CredentialStore", "Entry", "fresh_copy", "closed_error"]
 

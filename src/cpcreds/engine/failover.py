@@ -21,7 +21,7 @@ import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..access import AccessPlan, Candidate, resolve_chain
+from ..config.access import AccessPlan, Candidate, resolve_chain
 from ..credential import Credential
 from .entries import CredentialStore, fresh_copy
 from ..errors import AllProvidersFailed, CredentialError, EngineClosed, PluginNotAllowed, ProfileError, ProviderError, result_label
@@ -30,7 +30,7 @@ from ..logs import get_logger, redact_text
 from ..config.profiles import profile_ref
 
 if TYPE_CHECKING:
-    from ..api import ClusterProfile
+    from ..config.wire import ClusterProfile
     from ..config import ProviderConfig
     from ..metrics import Metrics
 
@@ -76,7 +76,7 @@ def moves_on(error: BaseException) -> bool:
 
 def profile_label(profile: ClusterProfile | Mapping[str, Any]) -> str:
     """``namespace/name`` of a profile model or dict, for messages."""
-    api = sys.modules.get("cpcreds.api")  # a model exists only if its module was imported
+    api = sys.modules.get("cpcreds.config.wire")  # a model exists only if its module was imported
     if api is not None and isinstance(profile, api.ClusterProfile):
         return profile.ref
     return profile_ref(profile)
@@ -109,7 +109,7 @@ class Route:
         return self._chain
 
     def chain(self, config: ProviderConfig, store: CredentialStore) -> tuple[Candidate, ...]:
-        """Every candidate, the preferred one first (see :func:`~cpcreds.access.resolve_chain`).
+        """Every candidate, the preferred one first (see :func:`~cpcreds.config.access.resolve_chain`).
         A held route's later plans are held in ``store`` as the chain is set, under its lock, so
         a release racing the build drops exactly what was held."""
         chain = self._chain

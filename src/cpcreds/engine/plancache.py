@@ -1,6 +1,6 @@
 """The plan cache: a profile's identity -> its AccessPlan (and, for failover, its Route).
 
-Resolving a profile (:func:`cpcreds.access.resolve`) costs tens of microseconds; a cache hit must
+Resolving a profile (:func:`cpcreds.config.access.resolve`) costs tens of microseconds; a cache hit must
 cost one. So a plan is remembered under a cheap *identity* of the profile that changes whenever
 the profile's access data may have changed (see :func:`profile_identity`), and the engine's hot
 path is one identity computation and one dict lookup. Old identities (superseded
@@ -16,11 +16,11 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..access import AccessPlan, resolve
+from ..config.access import AccessPlan, resolve
 from .failover import Route
 
 if TYPE_CHECKING:
-    from ..api import ClusterProfile
+    from ..config.wire import ClusterProfile
     from ..config import ProviderConfig
 
 __all__ = ["PlanCache", "profile_identity"]
@@ -65,7 +65,7 @@ def profile_identity(profile: Any) -> Any:
                 except ValueError:
                     pass  # not plain values: the general fingerprint below
     # A ClusterProfile model exists only if its module was imported: never import it here.
-    api = sys.modules.get("cpcreds.api")
+    api = sys.modules.get("cpcreds.config.wire")
     if api is not None and isinstance(profile, api.ClusterProfile):
         meta = profile.metadata
         if meta.uid and meta.resource_version:
@@ -115,7 +115,7 @@ class PlanCache:
         return self.plans.get(identity) or self.resolve(profile, identity)
 
     def resolve(self, profile: ClusterProfile | Mapping[str, Any], identity: Any, owned: bool = False) -> AccessPlan:
-        """Resolve ``profile`` (``owned``: see :func:`~cpcreds.access.resolve`) and remember its
+        """Resolve ``profile`` (``owned``: see :func:`~cpcreds.config.access.resolve`) and remember its
         plan under ``identity`` (None: not remembered). An owned profile's plan is not
         remembered either: its one caller (a fleet) binds a profile once per change and keeps
         the binding, so an entry would never be read again and would cost ~0.3 KB a profile

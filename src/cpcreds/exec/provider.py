@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from . import process as _process
-from ..access import AccessPlan, ExecSpec, cluster_json, json_value
+from ..config.access import AccessPlan, ExecSpec, cluster_json, json_value
 from ..config.documents import Limits, load_or_raise
 from .process import Groups, Outcome, find_executable, process_environment, terminate_all
 from .._show import shown
@@ -82,7 +82,7 @@ def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
 
     The JSON of ``{"kind": "ExecCredential", "apiVersion": ..., "spec": {"interactive": ...,
     "cluster": {...}}}``, written piece by piece so that the usual request never starts the JSON
-    encoder (see :func:`~cpcreds.access.compact_json`)."""
+    encoder (see :func:`~cpcreds.config.access.compact_json`)."""
     cluster = ',"cluster":' + cluster_json(plan.cluster, _EXEC_INFO_ENCODER) if spec.provide_cluster_info else ""
     return (
         '{"kind":"ExecCredential","apiVersion":' + json_value(spec.api_version, _EXEC_INFO_ENCODER)
@@ -363,7 +363,7 @@ class ExecProvider:
         if fields is None:  # anything unusual: the model reads it, and words what is wrong
             from pydantic import ValidationError  # imported only for such an answer
 
-            from ..api import ExecCredential
+            from ..config.wire import ExecCredential
             from ..config import describe_validation_error
 
             answer = None

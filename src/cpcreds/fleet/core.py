@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError
-from ..policies import BackoffPolicy
+from ..engine.policies import BackoffPolicy
 from .cluster import FleetCluster, FleetEvent
 from .events import Callback, EventFanout
 from .gate import Gate, OnUnhealthy

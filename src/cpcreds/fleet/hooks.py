@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..access import AccessPlan
+    from ..config.access import AccessPlan
     from .cluster import FleetCluster
     from .inventory import Change
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..config.documents import load_or_raise, read_or_raise
 from .._show import shown_url
-from ..access import AccessPlan, ExecSpec
-from ..api import ExecCluster, ExecClusterModel
+from ..config.access import AccessPlan, ExecSpec
+from ..config.wire import ExecCluster, ExecClusterModel
 from ..errors import CredentialError
 from ..exec.provider import ExecProvider
 

@@ -25,7 +25,7 @@ from .scheduler import FetchScheduler
 if TYPE_CHECKING:
     from ..engine.binding import Binding
     from ..engine import CredentialEngine
-    from ..policies import BackoffPolicy
+    from ..engine.policies import BackoffPolicy
     from .events import EventFanout
     from .gate import Gate
     from .hooks import FleetHooks

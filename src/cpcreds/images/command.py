@@ -47,7 +47,7 @@ examples:
 
 
 def _timeout(text: str) -> float:
-    from .._durations import parse_duration
+    from ..config.durations import parse_duration
 
     problem = None
     try:

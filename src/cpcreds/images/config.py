@@ -42,7 +42,7 @@ from .._show import shown
 from ..config import json_type_name
 from ..errors import ConfigError
 from .match import Pattern, PatternError, compile_pattern
-from .._durations import parse_duration
+from ..config.durations import parse_duration
 from .protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS
 
 __all__ = [
@@ -431,3 +431,4 @@ def load_credential_provider_config(path: str | os.PathLike[str], bin_dir: str |
     for provider in providers:
         _check_executable(provider)
     return CredentialProviderConfig(tuple(providers), source, bin_path)
+

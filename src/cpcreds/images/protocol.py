@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from .._durations import format_duration, parse_duration
+from ..config.durations import format_duration, parse_duration
 from ..config.documents import Limits, load_or_raise
 from dataclasses import dataclass, field
 from .._show import shown

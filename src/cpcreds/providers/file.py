@@ -24,13 +24,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .._credfile import MAX_FILE_BYTES, read_credential_file
-from ..access import AccessPlan
+from .credfile import MAX_FILE_BYTES, read_credential_file
+from ..config.access import AccessPlan
 from ..config import parse_duration
 from ..credential import Credential
 from ..errors import ProviderError
 from .hookspecs import hookimpl
-from ..jwt import jwt_expiry
+from .jwt import jwt_expiry
 
 __all__ = ["FileProvider", "FileOptions", "FilePlugin", "read_credential_file", "MAX_FILE_BYTES"]
 

@@ -148,7 +148,7 @@ class ImageCredentialProvider(Protocol):
       ``defaultCacheDuration``, 0 for not at all. A credential that expires must say so here.
 
     It may be called from several threads at once, and in a short-lived process once
-    (:func:`cpcreds.kubelet_plugin.kubelet_plugin_main` runs it as a kubelet plugin). Raise
+    (:func:`cpcreds.images.kubelet_plugin.kubelet_plugin_main` runs it as a kubelet plugin). Raise
     :class:`ProviderError` to fail; never put a password or token in the message. The answer's
     ``apiVersion`` is not the provider's business: it is always the request's.
     """

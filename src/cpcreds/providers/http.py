@@ -31,7 +31,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from .._body import read_within
+from .body import read_within
 from .._show import shown_url
 from .deadline import Deadline, deadline as current_deadline
 

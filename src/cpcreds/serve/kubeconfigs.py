@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from ..access import AccessPlan
+from ..config.access import AccessPlan
 from ..adapters.kubeconfig import KubeconfigContext, build_kubeconfig, context_name
 
 __all__ = ["KubeconfigWriter", "ErrorListener", "UnsafeFolder", "file_stem", "MERGED_NAME"]

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 
 from ..config import describe_validation_error, parse_duration
 from ..errors import ConfigError
-from ..settings import LogFormat, LogLevel, camel_case
+from ..config.settings import LogFormat, LogLevel, camel_case
 from ..shard import STATUS_URL
 
 __all__ = ["ServeSettings", "UnusableFolder", "DEFAULT_LISTEN", "parse_listen"]

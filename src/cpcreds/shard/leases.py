@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .._body import BodyProblem, read_within
+from ..providers.body import BodyProblem, read_within
 from ..fleet.hub import HubProblem, read_bounded_answer, watch_events
 
 __all__ = ["LeaseAPI", "micro_time", "shut", "COORDINATION", "LeaseAnswer"]

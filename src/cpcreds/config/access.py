@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from .config.documents import plain_copy
-from .errors import NoMatchingProvider, ProfileError
-from .kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, exec_cluster_of_validated, unpassable_text
-from .logs import get_logger
-from .plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
-from .config.profiles import profile_ref
+from .documents import plain_copy
+from ..errors import NoMatchingProvider, ProfileError
+from ..kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, exec_cluster_of_validated, unpassable_text
+from ..logs import get_logger
+from ..plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
+from .profiles import profile_ref
 
 if TYPE_CHECKING:  # the models are imported only when a profile needs validating (see resolve)
-    from .api import AccessProvider, ClusterProfile, KubeconfigCluster
-    from .config import ProviderConfig, ProviderEntry
+    from .wire import AccessProvider, ClusterProfile, KubeconfigCluster
+    from . import ProviderConfig, ProviderEntry
 
 __all__ = [
     "ExecSpec",
@@ -48,22 +48,18 @@ __all__ = [
     "mask_args",
     "mask_env",
     "MASK",
-    "ClusterProfileModel",
+    "is_profile_model",
 ]
 
 _log = get_logger(__name__)
 
 
-class _IsClusterProfile(type):
-    def __instancecheck__(cls, instance: Any) -> bool:
-        # No ClusterProfile model exists before cpcreds.api is imported: nothing to import here.
-        api = sys.modules.get(f"{__package__}.api")
-        return api is not None and isinstance(instance, api.ClusterProfile)
+def is_profile_model(value: Any) -> bool:
+    """Whether ``value`` is a :class:`cpcreds.config.wire.ClusterProfile` model, answered without
+    importing the models (no model exists before that module is imported)."""
+    wire = sys.modules.get(f"{__package__}.wire")
+    return wire is not None and isinstance(value, wire.ClusterProfile)
 
-
-class ClusterProfileModel(metaclass=_IsClusterProfile):
-    """``isinstance(x, ClusterProfileModel)`` is ``isinstance(x, cpcreds.api.ClusterProfile)``,
-    answered without importing pydantic (for code that takes a dict or a model)."""
 
 #: Environment variables a ClusterProfile may never set for a plugin, whatever the policy: they
 #: change which code the dynamic loader, an interpreter or a shell runs (or where it reads its
@@ -104,14 +100,14 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
     Raises :class:`~cpcreds.errors.ProfileError` naming the profile and the field; the message
     names the type of a wrong value, never the value.
     """
-    if isinstance(profile, ClusterProfileModel):
+    if is_profile_model(profile):
         return profile  # type: ignore[return-value]
     if not isinstance(profile, Mapping):
         raise ProfileError(f"expected a ClusterProfile mapping, got {type(profile).__name__}")
     from pydantic import ValidationError
 
-    from .api import ClusterProfile
-    from .config import describe_validation_error
+    from .wire import ClusterProfile
+    from . import describe_validation_error
 
     problems: list[tuple[str, str]] = []
     try:
@@ -192,7 +188,7 @@ def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping
     model = parse_profile(profile)
     offered = _offered_providers(model)
     if not offered:
-        if isinstance(profile, ClusterProfileModel):
+        if is_profile_model(profile):
             given = {"access_providers", "credential_providers"} & profile.status.model_fields_set
             raw: Any = {"spec": profile.spec, "status": {"accessProviders": []} if given else {}}
         else:

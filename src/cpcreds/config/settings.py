@@ -21,10 +21,10 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from .config.rules import entry_timeout
-from .cli.diskcache import cache_setting
-from .errors import ConfigError
-from .kep import API_VERSION_V1
+from .rules import entry_timeout
+from ..cli.diskcache import cache_setting
+from ..errors import ConfigError
+from ..kep import API_VERSION_V1
 
 __all__ = ["Settings", "SettingInfo", "describe", "ENV_PREFIX", "LogLevel", "LogFormat", "choices_text", "camel_case"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config.documents import DocumentError, read_bounded
+from ..config.documents import DocumentError, read_bounded
 
 if TYPE_CHECKING:
     from pathlib import Path

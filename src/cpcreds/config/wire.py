@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 # The names and the plan's cluster type live in the base (no pydantic); re-exported here, where
 # they have always been importable from.
-from . import kep as _kep
-from .kep import (
+from .. import kep as _kep
+from ..kep import (
     ADDITIONAL_ARGS_EXTENSION,
     ADDITIONAL_ENVS_EXTENSION,
     API_VERSION_V1,
@@ -39,7 +39,7 @@ from .kep import (
 
 # A provider config's execConfig is a plain type of the config (read without pydantic there);
 # re-exported here, where it has always been importable from.
-from .config import ExecConfig, ExecEnvVar, InteractiveMode
+from . import ExecConfig, ExecEnvVar, InteractiveMode
 
 __all__ = [
     *_kep.__all__,  # every name of the base, re-exported above

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Final
 
-from ._show import shown
+from .._show import shown
 
 __all__ = ["MAX_NANOSECONDS", "duration_ns", "parse_duration", "format_duration"]
 

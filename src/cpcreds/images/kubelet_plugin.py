@@ -6,7 +6,7 @@ CredentialProviderResponse on stdout in the same apiVersion, and exits 0; on fai
 one line on stderr and exits non-zero (the kubelet logs that line and pulls without credentials
 from this plugin). :func:`run_kubelet_plugin` does all of it for a function::
 
-    from cpcreds.kubelet_plugin import AuthConfig, CredentialProviderResponse, run_kubelet_plugin
+    from cpcreds.images.kubelet_plugin import AuthConfig, CredentialProviderResponse, run_kubelet_plugin
 
     def answer(request):                       # a CredentialProviderRequest
         registry = request.image.split("/", 1)[0]
@@ -19,7 +19,7 @@ A provider with a ``get_image_credential`` method (see
 :class:`cpcreds.sdk.ImageCredentialProvider`) becomes a kubelet plugin with no code of its
 own: :func:`kubelet_plugin_main` makes the ``main`` of a ``[project.scripts]`` entry, which builds
 the provider from ``--option=value`` flags (the kubelet config's ``args``), exactly as
-:func:`cpcreds.plugin.provider_main` does for KEP-541::
+:func:`cpcreds.exec.plugin.provider_main` does for KEP-541::
 
     [project.scripts]
     cpcreds-vault-credential-provider = "cpcreds_vault.plugin:kubelet_main"
@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, NoReturn
 
-from .errors import ConfigError, CredentialError, ProviderError
-from .images.protocol import (
+from ..errors import ConfigError, CredentialError, ProviderError
+from .protocol import (
     API_VERSION_V1,
     API_VERSION_V1ALPHA1,
     API_VERSION_V1BETA1,
@@ -57,10 +57,10 @@ from .images.protocol import (
     encode_response,
     parse_request,
 )
-from ._durations import parse_duration
-from .logs import redact_text
+from ..config.durations import parse_duration
+from ..logs import redact_text
 
-# cpcreds.plugin (flags, building a provider) is imported by run_image_provider only: a function
+# cpcreds.exec.plugin (flags, building a provider) is imported by run_image_provider only: a function
 # plugin starts without it and its pydantic models (about 150 ms of every run).
 
 __all__ = [
@@ -166,7 +166,7 @@ def _run(label: str, timeout: float | None, work: Callable[[float], tuple[Creden
     done = threading.Event()
 
     def target() -> None:
-        from .providers.deadline import fetch_deadline
+        from ..providers.deadline import fetch_deadline
 
         try:
             # The provider's cpcreds.sdk.deadline() ends a share of the timeout before this
@@ -253,14 +253,14 @@ def run_image_provider(
 
     ``factory`` is what the provider registers (called with the options), ``name`` its type name.
     The options are ``options`` overlaid with the flags of ``argv`` (default ``sys.argv[1:]``,
-    the kubelet config's ``args``; see :func:`cpcreds.plugin.parse_option_flags`). The provider's
+    the kubelet config's ``args``; see :func:`cpcreds.exec.plugin.parse_option_flags`). The provider's
     ``get_image_credential(request, timeout=...)`` is called with the time left, and its answer
     written in the request's apiVersion (v1, v1beta1 or v1alpha1). A provider without that
     method, bad flags, bad options, a bad request, a provider failure and the timeout are one
     line on stderr (prefixed by the program's name) and exit 1. ``-h``/``--help`` describes the
     provider and exits 0.
     """
-    from .plugin import build_provider, close_provider, option_flags, print_help
+    from ..exec.plugin import build_provider, close_provider, option_flags, print_help
 
     label = os.path.basename(sys.argv[0] or "") or name
     arguments = list(sys.argv[1:] if argv is None else argv)

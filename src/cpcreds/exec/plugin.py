@@ -4,7 +4,7 @@ A plugin reads its request from ``KUBERNETES_EXEC_INFO``, prints one ExecCredent
 the apiVersion it was asked for, and exits 0; on failure it prints one line on stderr and exits
 non-zero (client-go and cpcreds show that line to the user). :func:`run_plugin` does all of it::
 
-    from cpcreds.plugin import run_plugin, PluginRequest
+    from cpcreds.exec.plugin import run_plugin, PluginRequest
     from cpcreds import Credential
 
     def get(request: PluginRequest) -> Credential:
@@ -42,14 +42,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
-from .config.documents import Limits, load_or_raise
+from ..config.documents import Limits, load_or_raise
 from dataclasses import dataclass
-from .credential import Credential
-from .errors import CredentialError, ProviderError
-from ._patterns import LazyPattern
-from .kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, exec_cluster_of_validated
-from .config.options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
-from .plan import AccessPlan
+from ..credential import Credential
+from ..errors import CredentialError, ProviderError
+from .._patterns import LazyPattern
+from ..kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, exec_cluster_of_validated
+from ..config.options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
+from ..plan import AccessPlan
 
 # pydantic is imported only to word what the plain reading refuses, and for a provider whose
 # options_model is still a pydantic model (which its own module has imported): a plugin run whose
@@ -116,8 +116,8 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
         return PluginRequest(api_version=api_version, interactive=plain[0], cluster=plain[1])
     from pydantic import ValidationError
 
-    from .api import ExecCredential
-    from .config import describe_validation_error
+    from ..config.wire import ExecCredential
+    from ..config import describe_validation_error
 
     request = None
     try:
@@ -139,7 +139,7 @@ _PYTHON_SPELLINGS = frozenset({"api_version", "tls_server_name", "insecure_skip_
 
 def _read_plain_spec(document: dict[str, Any]) -> tuple[bool, ExecCluster | None] | None:
     """``(interactive, cluster)`` of a well-formed request read directly, as
-    :class:`cpcreds.api.ExecCredential` reads it; ``None`` for anything else (the model then reads
+    :class:`cpcreds.config.wire.ExecCredential` reads it; ``None`` for anything else (the model then reads
     it and words what is wrong). tests/test_imports.py checks both agree on generated requests."""
     if not _PYTHON_SPELLINGS.isdisjoint(document) or document.get("status") is not None:
         return None
@@ -206,7 +206,7 @@ def run_plugin(
 
 def _fail(label: str, exc: BaseException) -> NoReturn:
     # The client shows this line to its user and may log it: nothing that looks like a secret.
-    from .logs import redact_text  # only on failure: a run that answers loads no redaction patterns
+    from ..logs import redact_text  # only on failure: a run that answers loads no redaction patterns
 
     message: Any = redact_text(" ".join(str(exc).split())) or type(exc).__name__
     sys.stderr.write(f"{label}: {message}\n")
@@ -302,11 +302,11 @@ def _options_problem(exc: BaseException) -> str:
     if isinstance(exc, OptionError):  # worded by the options declaration, naming the option
         return str(exc)
     if _is_validation_error(exc):
-        from .config import describe_validation_error
+        from ..config import describe_validation_error
 
         where, what = describe_validation_error(exc)[0]  # type: ignore[arg-type]
         return f"option {where}: {what}" if where else f"options: {what}"
-    from .logs import redact_text
+    from ..logs import redact_text
 
     return f"options: {redact_text(' '.join(str(exc).split())) or type(exc).__name__}"
 
@@ -350,7 +350,7 @@ def run_provider(
         request = read_request()
         provider = build_provider(factory, given)
         plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
-        from .providers.deadline import fetch_deadline
+        from ..providers.deadline import fetch_deadline
 
         with fetch_deadline(timeout):  # the provider's cpcreds.sdk.deadline(), as the engine sets it
             credential = provider.get_credential(plan)
