@@ -5,7 +5,7 @@ writer, with reload (SIGHUP, config file change) and graceful shutdown (SIGTERM/
 
 How one profile flows: a source reports it to the fleet, which resolves it through the engine
 and keeps its credential fresh (its own loop is serve's: :meth:`~cpcreds.Fleet.run`); the
-fleet's hooks (:class:`_ServeHooks`) copy each change of a cluster to the status board, which the
+fleet's hooks (:class:`~cpcreds.serve.hooks.ServeHooks`) copy each change of a cluster to the status board, which the
 HTTP thread reads, and each change of its plan to the kubeconfig writer. Serve engages every
 credentialed profile whatever its health (it shows the ``ControlPlaneHealthy`` condition). With
 ``--shard`` the fleet acts only on the profiles this replica owns (docs/sharding.md); serve still
@@ -33,13 +33,11 @@ from ..config.documents import DocumentError, read_bounded
 from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..errors import ConfigError, CredentialError
-from ..fleet.cluster import FleetCluster
 from ..fleet.core import Fleet
-from ..fleet.hooks import FleetHooks
-from ..fleet.inventory import Change, DirectorySource, FolderSource
-from ..fleet.members import MemberIndex
+from ..fleet.inventory import DirectorySource, FolderSource
 from ..logs import get_logger, redact_text
 from ..providers.registry import ProviderRegistry
+from .hooks import ServeHooks
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
 from .metrics import ServeCollector, ShardCollector
 from .probe import Prober
@@ -89,7 +87,7 @@ class Service:
         self.fleet: Fleet | None = None
         self.writer: KubeconfigWriter | None = None
         self._directory: DirectorySource | None = None
-        self._hooks = _ServeHooks(self)
+        self._hooks = ServeHooks(self)
         self.http = None
         self.exit_code = 0
         self.shard: Any = None
@@ -131,18 +129,6 @@ class Service:
             hooks=self._hooks,
             prometheus_registry=self.metrics,  # the fleet's series, its shard's too
         )
-
-    def _write_unowned(self, key: str) -> None:
-        """Write the kubeconfig of a profile another replica owns (resolved, never fetched)."""
-        ownership = self.fleet.ownership if self.fleet is not None else None
-        profile = ownership.profile(key) if ownership is not None else None
-        if self.writer is None or self.engine is None or profile is None:
-            return
-        try:
-            plan = self.engine.resolve(profile)
-        except CredentialError:
-            plan = None  # its owner shows why on its page; here there is nothing to write
-        self.writer.update(key, plan, profile if plan is not None else None)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -402,7 +388,7 @@ class Service:
             await self.fleet.use_engine(engine)
             if self.fleet.ownership is not None:
                 for key in self.fleet.ownership.unowned():  # their plans may differ under the new config
-                    self._write_unowned(key)
+                    self._hooks.write_unowned(key)
         if old_engine is not None:
             await old_engine.aclose()
         _log.info("config reloaded", why=why, providers=len(config.providers))
@@ -426,75 +412,6 @@ class Service:
         if self.http is not None:
             self.http.stop()
         _log.info("stopped")
-
-
-class _ServeHooks(FleetHooks):
-    """What serve does as its fleet's clusters and inventory change: the status board, the
-    kubeconfig writer, the inventory problems (KEP-4322 duplicates too) and probes."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.board = service.board
-        self.prober: Prober | None = None
-        self.probe_interval = service.settings.probe_interval if service.settings.probe_path else 0.0
-        self.listed = False  # the first listing was taken (the merged kubeconfig may be written)
-        self._duplicates: dict[tuple[str, str], list[str]] = {}
-
-    def changed(self, cluster: FleetCluster) -> None:
-        self.board.put(cluster)  # the board shows the fleet's cluster itself, filed again
-
-    def removed(self, cluster: FleetCluster) -> None:
-        self.board.drop(cluster.key)
-
-    def plan(self, key: str, plan: Any, profile: Any) -> None:
-        service = self.service
-        if service.writer is None:
-            return
-        service.writer.update(key, plan, profile)
-        fleet = service.fleet
-        ownership = fleet.ownership if fleet is not None else None
-        if plan is None and ownership is not None and ownership.holds(key) and key not in ownership.owned:
-            service._write_unowned(key)  # moved to another replica: its kubeconfig stays here
-
-    def inventory(self, standing: Change, owned: Change) -> None:
-        service, board = self.service, self.board
-        self.listed = True
-        for origin, problem in standing.problems.items():
-            board.set_problem(origin, problem)
-        fleet = service.fleet
-        if fleet is not None and fleet.dedupe:
-            duplicates = fleet.duplicates
-            if duplicates != self._duplicates:
-                self._duplicates = duplicates
-                board.set_problem(_DUPLICATES, _duplicates_problem(duplicates, fleet.members))
-        if service.writer is not None and owned is not standing:
-            # Kubeconfigs hold no credential: every replica writes every profile's; the fleet's
-            # plan hook writes those this replica owns, these are the others.
-            for key in standing.deletes - owned.deletes:
-                service.writer.update(key, None, None)
-            for key in standing.upserts.keys() - owned.upserts.keys():
-                service._write_unowned(key)
-
-    def synced(self) -> None:
-        self.board.synced = True
-
-    async def probe(self, cluster: FleetCluster) -> Any:
-        return await self.prober(cluster.profile) if self.prober is not None else None
-
-
-#: Where duplicate inventory members show among the inventory problems.
-_DUPLICATES = "inventory members (KEP-4322)"
-
-
-def _duplicates_problem(duplicates: dict[tuple[str, str], list[str]], index: MemberIndex) -> str:
-    """One line naming each member with more than one profile and the profile acted on (or
-    none, when the oldest tie); empty when there are none."""
-    parts = []
-    for (namespace, member), keys in sorted(duplicates.items()):
-        standing = next((key for key in keys if index.stands(key)), None)
-        chosen = f"serving {standing}" if standing else "serving none (the oldest tie)"
-        parts.append(f"member {member!r} in {namespace or 'no namespace'} has {len(keys)} profiles ({', '.join(keys)}): {chosen}")
-    return "; ".join(parts)[:2000]
 
 
 def _signature(path: Path) -> bytes | None:
