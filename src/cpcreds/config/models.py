@@ -1,9 +1,7 @@
-"""The provider config as pydantic models: used only to word what is wrong with input the plain
-reader of :mod:`cpcreds.config` does not take (and to read the rare spellings it leaves to them,
-such as Python field names or ``"yes"`` for true). A well-formed file never imports this module.
-
-The rules both apply are in :mod:`cpcreds._configrules`; tests/test_config.py checks over
-generated entries that whatever the plain reader takes, these models take to the same values.
+"""The provider config as pydantic models: the one schema every config file, dict and flag is
+read through (:mod:`cpcreds.config.provider` builds the config from what they validated, and
+:mod:`cpcreds.config.wording` words what they refuse). The values and cross-field rules they apply
+are in :mod:`cpcreds.config.rules`.
 """
 
 from __future__ import annotations

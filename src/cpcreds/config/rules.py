@@ -1,9 +1,6 @@
-"""Rules of the provider config that both of its readers apply: the plain reader of a well-formed
-file (:mod:`cpcreds.config`) and the pydantic models that word what is wrong with any other
-(:mod:`cpcreds._configmodels`). Written once here, so the two cannot drift; a hypothesis test
-(tests/test_config.py) checks that they agree on whole entries.
-
-Imports nothing heavy: ``cpcreds get-credential`` reads a config through this module.
+"""Rules of the provider config that its pydantic models (:mod:`cpcreds.config.models`) apply:
+the values a field may take (policies, durations, environment variable names) and the rules
+across fields, as plain functions the validators call.
 """
 
 from __future__ import annotations
