@@ -314,6 +314,36 @@ def test_a_fleet_needs_exactly_one_inventory(make_engine: Callable[..., Credenti
         Fleet(tmp_path / "missing.yaml", feed=ProfileFeed())
 
 
+def test_settings_given_as_groups_make_the_fleet_their_keywords_make(make_engine: Callable[..., CredentialEngine]) -> None:
+    recorder = Recorder()
+    callbacks = recorder.callbacks()
+    feed = ProfileFeed([profile("sick", healthy=False)])
+    grouped = Fleet(
+        make_engine(),
+        Fleet.Inventory(feed=feed),
+        engagement=Fleet.Engagement(require_healthy=False, on_unhealthy="mark"),
+        fetching=Fleet.Fetching(concurrency=4, jitter=0.0),
+        listeners=Fleet.Listeners(**callbacks),
+    )
+    with grouped as fleet:
+        assert fleet.wait_synced(5)
+        until(lambda: ("engage", "fleet-system/sick") in recorder.seen, what="the unhealthy cluster engaged")
+    keywords = Fleet(make_engine(), feed=feed, require_healthy=False, on_unhealthy="mark", concurrency=4, jitter=0.0, **callbacks)
+    assert (keywords.inventory, keywords.engagement, keywords.fetching, keywords.listeners) == (grouped.inventory, grouped.engagement, grouped.fetching, grouped.listeners)
+    assert (keywords.require_healthy, keywords.on_unhealthy, keywords.concurrency, keywords.jitter) == (False, "mark", 4, 0.0)
+
+
+def test_a_keyword_beside_its_own_group_or_belonging_to_none_is_refused(make_engine: Callable[..., CredentialEngine]) -> None:
+    from cpcreds import ConfigError
+
+    with pytest.raises(ConfigError, match="dedupe="):
+        Fleet(make_engine(), feed=ProfileFeed(), engagement=Fleet.Engagement(), dedupe=False)
+    with pytest.raises(ConfigError, match="folder="):
+        Fleet(make_engine(), Fleet.Inventory(feed=ProfileFeed()), folder="profiles")
+    with pytest.raises(TypeError, match="require_health"):
+        Fleet(make_engine(), feed=ProfileFeed(), require_health=False)
+
+
 # -- the model -------------------------------------------------------------------------------------
 
 NAMES = ["a", "b", "c", "d"]

@@ -1,8 +1,9 @@
 """``cpcreds.Fleet``: every cluster of an inventory with a working credential, engaged and
 disengaged as clusters come, change, turn unhealthy and go.
 
-This module is the façade a program constructs; the work is done by the parts it assembles,
-each with one job: :mod:`~cpcreds.fleet.tracker` (which clusters the fleet tracks, from the
+This module is the façade a program constructs, from settings grouped as a program thinks of
+them (:mod:`~cpcreds.fleet.options`); the work is done by the parts it assembles, each with one
+job: :mod:`~cpcreds.fleet.tracker` (which clusters the fleet tracks, from the
 inventory's changes), :mod:`~cpcreds.fleet.keeper` (each cluster's credential kept fresh, with
 :mod:`~cpcreds.fleet.scheduler`), :mod:`~cpcreds.fleet.gate` (engaged or not),
 :mod:`~cpcreds.fleet.events` (the events to iterators and callbacks), :mod:`~cpcreds.fleet.progress`
@@ -32,19 +33,18 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..config import ProviderConfig, load_config
 from ..engine import CredentialEngine
-from ..errors import ConfigError
 from ..engine.policies import BackoffPolicy
 from .cluster import FleetCluster, FleetEvent
-from .events import Callback, EventFanout
+from .events import EventFanout
 from .gate import Gate, OnUnhealthy
 from .hooks import FleetHooks
-from .inventory import DirectorySource, FolderSource, ProfileFeed
 from .keeper import Keeper
 from .metrics import fleet_readings
+from .options import Engagement, Fetching, FleetKeywords, Inventory, Listeners, grouped
 from .ownership import Ownership
 from .progress import SyncProgress
 from .runtime import FleetRuntime
@@ -52,7 +52,7 @@ from .sharding import ShardLink
 from .tracker import Tracker
 
 if TYPE_CHECKING:
-    from .hub import HubOptions
+    from ..shard import Shard
 
 __all__ = ["Fleet"]
 
@@ -62,27 +62,29 @@ class Fleet:
 
     ``config`` is a provider config file path, a :class:`~cpcreds.ProviderConfig` or a
     :class:`~cpcreds.CredentialEngine` (shared with the program: the fleet does not close it).
-    The inventory is exactly one of: ``hub`` (a :class:`HubOptions`, or a kubeconfig path),
-    ``folder`` (a folder of ClusterProfile files, rescanned every ``scan_interval`` seconds),
-    ``feed`` (a :class:`~cpcreds.fleet.inventory.ProfileFeed` the program fills) or ``source``
-    (anything with ``async run(emit, listed)``).
+    The rest comes in groups (:mod:`cpcreds.fleet.options`), each also given field by field as
+    keywords of their own (``Fleet(config, hub=..., require_healthy=False)``):
 
-    ``require_healthy`` (default True) engages only clusters whose ``ControlPlaneHealthy``
-    condition is True; ``on_unhealthy`` says what happens to an engaged one whose condition
-    turns: ``"disengage"`` (default) or ``"mark"`` (it stays engaged, ``state`` ``unhealthy``,
-    and an :class:`Updated` event says so). ``dedupe`` (default True) acts on one profile per
-    KEP-4322 inventory member. ``shard`` (a :class:`~cpcreds.shard.Shard`) splits the inventory
-    with the fleet's other replicas: only the clusters this replica owns (``namespace/name``
-    through the shard's rendezvous assignment) are engaged; on a membership change the clusters
-    that moved away are disengaged (reason ``moved``) and those that arrived engaged; before
-    every fetch the fleet checks the shard is fresh and still owns the cluster (self-fencing).
-    The fleet starts the shard (unless it runs already) and stops it when it closes, after its
-    own tasks, releasing the Lease so the other replicas take over at once. ``on_engage``, ``on_update`` and ``on_disengage`` are called with
-    the :class:`FleetCluster`. ``concurrency`` bounds the fetches the fleet starts at once.
-    Refreshes come ahead of the engine's refresh point, up to ``jitter`` of the time to it
-    earlier, spread at random (never later, so spreading the load never risks an expiry).
-    ``hooks`` (a :class:`~cpcreds.fleet.hooks.FleetHooks`) hears every change of a cluster's
-    state, plan and inventory, and may probe clusters.
+    - ``inventory`` (:class:`Inventory`): exactly one of ``hub``, ``folder`` (rescanned every
+      ``scan_interval`` seconds), ``feed`` or ``source``;
+    - ``engagement`` (:class:`Engagement`): ``require_healthy`` (default True) engages only
+      clusters whose ``ControlPlaneHealthy`` condition is True; ``on_unhealthy``, ``"disengage"``
+      (default) or ``"mark"`` (it stays engaged, ``state`` ``unhealthy``, and an
+      :class:`Updated` event says so); ``dedupe`` (default True) acts on one profile per KEP-4322
+      inventory member;
+    - ``fetching`` (:class:`Fetching`): ``concurrency``, ``backoff`` and ``jitter``;
+    - ``listeners`` (:class:`Listeners`): ``on_engage``, ``on_update`` and ``on_disengage``,
+      called with the :class:`FleetCluster`, and ``hooks`` (a
+      :class:`~cpcreds.fleet.hooks.FleetHooks`), which hears every change of a cluster's state,
+      plan and inventory, and may probe clusters.
+
+    ``shard`` (a :class:`~cpcreds.shard.Shard`) splits the inventory with the fleet's other
+    replicas: only the clusters this replica owns (``namespace/name`` through the shard's
+    rendezvous assignment) are engaged; on a membership change the clusters that moved away are
+    disengaged (reason ``moved``) and those that arrived engaged; before every fetch the fleet
+    checks the shard is fresh and still owns the cluster (self-fencing). The fleet starts the
+    shard (unless it runs already) and stops it when it closes, after its own tasks, releasing
+    the Lease so the other replicas take over at once.
 
     Start it with ``with``/``async with`` or :meth:`start`; :meth:`close` ends every watch,
     task, thread and plugin process within about a second. Construction raises
@@ -90,61 +92,35 @@ class Fleet:
     or a provider does raises here: it shows in :attr:`problems` and the clusters' state.
     """
 
+    Inventory, Engagement, Fetching, Listeners = Inventory, Engagement, Fetching, Listeners
+
     def __init__(
         self,
         config: str | os.PathLike[str] | ProviderConfig | CredentialEngine,
+        inventory: Inventory | None = None,
         *,
-        hub: HubOptions | str | os.PathLike[str] | None = None,
-        folder: str | os.PathLike[str] | None = None,
-        feed: ProfileFeed | None = None,
-        source: Any = None,
-        require_healthy: bool = True,
-        on_unhealthy: OnUnhealthy = "disengage",
-        dedupe: bool = True,
-        on_engage: Callback | None = None,
-        on_update: Callback | None = None,
-        on_disengage: Callback | None = None,
-        concurrency: int = 32,
-        scan_interval: float = 1.0,
-        backoff: BackoffPolicy | None = None,
+        engagement: Engagement | None = None,
+        fetching: Fetching | None = None,
+        listeners: Listeners | None = None,
+        shard: Shard | None = None,
         prometheus_registry: Any = None,
-        shard: Any = None,
-        jitter: float = 0.1,
-        hooks: FleetHooks | None = None,
+        **keywords: Unpack[FleetKeywords],
     ) -> None:
-        given = [name for name, value in (("hub", hub), ("folder", folder), ("feed", feed), ("source", source)) if value is not None]
-        if len(given) != 1:
-            raise ConfigError(f"a Fleet needs exactly one inventory (hub=, folder=, feed= or source=), got {len(given) or 'none'}", source="Fleet")
+        groups = grouped({"inventory": inventory, "engagement": engagement, "fetching": fetching, "listeners": listeners}, dict(keywords))
+        #: The groups the fleet was made of, as given (and filled from keywords).
+        self.inventory: Inventory = groups["inventory"]
+        self.engagement: Engagement = groups["engagement"]
+        self.fetching: Fetching = groups["fetching"]
+        self.listeners: Listeners = groups["listeners"]
+        self.source = source = self.inventory.open()
         self._lock = threading.RLock()  # clusters, subscribers, problems: written by the fleet loop
-        self._events = EventFanout(self._lock, {"engage": on_engage, "update": on_update, "disengage": on_disengage})
-        self._gate = Gate(require_healthy, on_unhealthy, self._events)
-        if hub is not None:
-            # Imported only for a hub: a folder or a feed never loads the hub's client code.
-            from .hub import HubOptions, HubSource
-
-            source = HubSource(HubOptions(kubeconfig=hub) if isinstance(hub, (str, os.PathLike)) else hub)
-        elif folder is not None:
-            source = FolderSource(DirectorySource(folder), scan_interval)
-        elif feed is not None:
-            source = feed
-        self.source = source
-        if isinstance(config, CredentialEngine):
-            engine, owns_engine = config, False
-        else:
-            loaded = config if isinstance(config, ProviderConfig) else load_config(config)
-            # As serve does: every cluster stays cached (the fleet, not LRU eviction, drops what
-            # goes), and the fleet's concurrency is the engine's, also for one provider.
-            engine = CredentialEngine(
-                loaded,
-                prometheus_registry=prometheus_registry,
-                max_entries=1_000_000,
-                max_concurrent_fetches=concurrency,
-                max_fetches_per_provider=concurrency,
-            )
-            owns_engine = True
-        self.dedupe = dedupe
-        self.concurrency = concurrency
-        self.hooks = hooks or FleetHooks()
+        listen = self.listeners
+        self._events = EventFanout(self._lock, {"engage": listen.on_engage, "update": listen.on_update, "disengage": listen.on_disengage})
+        self._gate = Gate(self.engagement.require_healthy, self.engagement.on_unhealthy, self._events)
+        engine, owns_engine = _engine(config, self.fetching.concurrency, prometheus_registry)
+        self.dedupe = self.engagement.dedupe
+        self.concurrency = self.fetching.concurrency
+        self.hooks = listen.hooks or FleetHooks()
         self.shard = shard
         #: With a shard: the :class:`~cpcreds.fleet.ownership.Ownership` filter holding every
         #: standing profile of the inventory (who owns what); else None.
@@ -155,9 +131,9 @@ class Fleet:
         self._keeper = Keeper(
             engine,
             clusters,
-            concurrency=concurrency,
-            backoff=backoff or BackoffPolicy(initial=1.0, maximum=300.0),
-            jitter=jitter,
+            concurrency=self.fetching.concurrency,
+            backoff=self.fetching.backoff,
+            jitter=self.fetching.jitter,
             hooks=self.hooks,
             gate=self._gate,
             events=self._events,
@@ -168,7 +144,7 @@ class Fleet:
         # the engine may keep them as they are. A program's source may not promise that.
         owned_profiles = getattr(source, "sends_own_profiles", False) is True
         self._tracker = Tracker(
-            self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=dedupe, ownership=self.ownership, owned_profiles=owned_profiles
+            self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=self.dedupe, ownership=self.ownership, owned_profiles=owned_profiles
         )
         self._runtime = FleetRuntime(self._lock, source, self._tracker, self._keeper, self._events, link, owns_engine=owns_engine)
         # Shown in prometheus_registry (default: prometheus_client's REGISTRY), summed with the
@@ -324,3 +300,20 @@ class Fleet:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _engine(config: str | os.PathLike[str] | ProviderConfig | CredentialEngine, concurrency: int, prometheus_registry: Any) -> tuple[CredentialEngine, bool]:
+    """The engine the fleet's credentials come from, and whether the fleet made it (and closes it)."""
+    if isinstance(config, CredentialEngine):
+        return config, False
+    loaded = config if isinstance(config, ProviderConfig) else load_config(config)
+    # As serve does: every cluster stays cached (the fleet, not LRU eviction, drops what goes),
+    # and the fleet's concurrency is the engine's, also for one provider.
+    engine = CredentialEngine(
+        loaded,
+        prometheus_registry=prometheus_registry,
+        max_entries=1_000_000,
+        max_concurrent_fetches=concurrency,
+        max_fetches_per_provider=concurrency,
+    )
+    return engine, True
