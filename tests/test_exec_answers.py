@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
 from cpcreds.config import documents as _parse
+from cpcreds.config import jsonreader
 from cpcreds.config.wire import ExecCredential
 from cpcreds.exec import provider as exec_module
 from cpcreds.exec.provider import RunResult
@@ -134,19 +135,19 @@ def test_the_direct_reading_knows_every_field_of_the_answer_models() -> None:
 
 def _load_json_as_before(text: str, max_depth: int) -> Any:
     """The loader's JSON reading without its shortcuts: a depth scan, then json.loads."""
-    if _parse._json_depth(text) > max_depth:
+    if jsonreader.json_depth(text) > max_depth:
         raise _parse.DocumentError(f"is nested more than {max_depth} levels deep", source="answer", kind="too-deep")
     problem = None
     try:
-        return json.loads(text, object_pairs_hook=_parse._json_object, parse_int=_parse._json_int, parse_float=_parse._json_float, parse_constant=_parse._json_constant)
+        return json.loads(text, object_pairs_hook=jsonreader._json_object, parse_int=jsonreader._json_int, parse_float=jsonreader._json_float, parse_constant=jsonreader._json_constant)
     except json.JSONDecodeError as exc:
         reason, line = f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
-    except _parse._JsonProblem as exc:
+    except jsonreader._JsonProblem as exc:
         problem = exc
     if problem is None:
         raise _parse.DocumentError(reason, source="answer", line=line, kind="syntax")
     if problem.kind == "duplicate-key" and problem.key is not None:
-        raise _parse.DocumentError(f"duplicate key {_parse._show_key(problem.key)}", source="answer", line=_parse._line_of_duplicate(text, problem.key), kind="duplicate-key")
+        raise _parse.DocumentError(f"duplicate key {jsonreader.show_key(problem.key)}", source="answer", line=jsonreader.line_of_duplicate(text, problem.key), kind="duplicate-key")
     raise _parse.DocumentError(problem.reason, source="answer", kind=problem.kind)
 
 
@@ -165,7 +166,7 @@ _json_pieces = st.lists(
 
 @given(text=st.one_of(_json_pieces, st.recursive(st.one_of(st.none(), st.integers(), st.text(max_size=3)), lambda inner: st.dictionaries(st.text(max_size=2), inner, max_size=3), max_leaves=10).map(json.dumps)), max_depth=st.sampled_from([1, 2, 100]))
 def test_the_json_loader_reads_as_before_its_shortcuts(text: str, max_depth: int) -> None:
-    assert _read(lambda t, d: _parse._load_json(t, "answer", d), text, max_depth) == _read(_load_json_as_before, text, max_depth)
+    assert _read(lambda t, d: jsonreader.load_json(t, "answer", d), text, max_depth) == _read(_load_json_as_before, text, max_depth)
 
 
 def test_text_is_decoded_as_utf_8_sig_was() -> None:

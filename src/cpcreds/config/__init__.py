@@ -7,7 +7,8 @@ the document loader with its bounds, ClusterProfile files, and providers' option
 - :mod:`.wording`: pydantic's error structure in cpcreds' words, never quoting a value;
 - :mod:`.rules`: the values and rules the models apply (policies, durations, env names);
 - :mod:`.options`: a provider's options declared once (:class:`~cpcreds.sdk.Options`);
-- :mod:`.documents`: the bounded YAML/JSON loader every input goes through;
+- :mod:`.documents`: the bounded YAML/JSON loader every input goes through (with
+  :mod:`.bounds`, :mod:`.jsonreader`, :mod:`.yamlbuilder` and :mod:`.plain` behind it);
 - :mod:`.profiles`: ClusterProfile files.
 
 The names below are loaded on first use, so a module that needs only the document loader (an exec
