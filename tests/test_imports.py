@@ -303,3 +303,67 @@ def test_the_private_name_guard_sees_one(tmp_path: Path) -> None:
     (tmp_path / "pkg" / "_mod.py").write_text("")
     (tmp_path / "pkg" / "a.py").write_text("from . import _mod\nfrom .b import _hidden, Shown\n_mod._x\nShown._made(1)\n")
     assert _private_imports(tmp_path / "pkg" / "a.py", tmp_path) == ["pkg/a.py:2 _hidden", "pkg/a.py:4 Shown._made"]
+
+
+# -- imports flow one way: cli/serve -> fleet/shard -> adapters -> engine/images -> exec/providers -> config -> base
+
+
+#: Each folder's layer (docs/architecture.md); a module at the package's top is a base module,
+#: except the public paths and the console script, which sit above everything.
+LAYERS = {"config": 1, "providers": 2, "exec": 2, "engine": 3, "images": 3, "adapters": 4, "fleet": 5, "shard": 5, "serve": 6, "cli": 6}
+ABOVE_ALL = {"__init__", "sdk", "_entry", "__main__"}
+#: The engine's ``api_client``/``build_config`` conveniences hand the profile to the kubernetes
+#: adapter, imported when called (DESIGN.md: ``engine.api_client(profile)`` is the controller's
+#: entry point); the adapter itself reaches the engine only through ``bind()``.
+UPWARD_ALLOWED = {("cpcreds.engine.core", "cpcreds.adapters.kubernetes"), ("cpcreds.engine.core", "cpcreds.adapters")}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")[1:]
+    if not parts or parts[0] in ABOVE_ALL:
+        return 99
+    return LAYERS.get(parts[0], 0)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The cpcreds modules ``path`` imports at run time (inside functions too; not in a
+    ``TYPE_CHECKING`` block, which only annotations read), the package's root (lazy) left out."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    name = ".".join(relative.parts[:-1] if relative.name == "__init__" else relative.parts)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+        for statement in block.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+            candidates = [target, *(f"{target}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        else:
+            continue
+        for candidate in candidates:
+            file = PACKAGE.parent / candidate.replace(".", "/")
+            if candidate.startswith("cpcreds.") and (file.with_suffix(".py").exists() or (file / "__init__.py").exists()):
+                found.add(candidate)
+    return found
+
+
+def test_imports_flow_one_way_through_the_layers() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        me = ".".join(relative.parts[:-1] if relative.name == "__init__" else relative.parts)
+        for target in _imported_modules(path):
+            if _layer(target) > _layer(me) and (me, target) not in UPWARD_ALLOWED:
+                upward.append(f"{me} -> {target}")
+    assert upward == []

@@ -26,6 +26,8 @@ import os
 import stat
 import time
 
+from ..config.switches import cache_setting
+
 # A private module on purpose: hashlib, the public way to blake2b, loads OpenSSL's libcrypto first,
 # the largest share of a hit's cost over a bare interpreter start (bench/README.md); CPython has no
 # public module that gives blake2b without it. Where _blake2 is missing, hashlib is used.
@@ -101,17 +103,6 @@ class CacheKey:
 
     def __repr__(self) -> str:
         return f"CacheKey({self.name!r})"
-
-
-def cache_setting(environ: "Mapping[str, str]") -> "bool | None":
-    """``CPCREDS_CACHE``: True when unset or on (``on``, ``1``, ``true``, ``yes``), False when off
-    (``off``, ``0``, ``false``, ``no``), None for anything else (an error for the caller to name)."""
-    value = environ.get("CPCREDS_CACHE", "").strip().lower()
-    if value in ("", "on", "1", "true", "yes"):
-        return True
-    if value in ("off", "0", "false", "no"):
-        return False
-    return None
 
 
 def cache_dir(environ: "Mapping[str, str]") -> "str | None":

@@ -8,7 +8,7 @@ declares its own, longer list the same way (:mod:`cpcreds.serve.settings`).
 Only kubectl's hit path reads a variable without this class: ``cpcreds get-credential`` answering
 from the disk cache reads ``CPCREDS_CACHE`` and ``CPCREDS_CONFIG`` through
 :mod:`cpcreds.cli.diskcache` before anything else is imported, with the same reading of
-``CPCREDS_CACHE`` (:func:`cpcreds.cli.diskcache.cache_setting`) as the field below.
+``CPCREDS_CACHE`` (:func:`cpcreds.config.switches.cache_setting`) as the field below.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from .rules import entry_timeout
-from ..cli.diskcache import cache_setting
+from .switches import cache_setting
 from ..errors import ConfigError
 from ..kep import API_VERSION_V1
 
