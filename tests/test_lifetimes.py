@@ -32,11 +32,10 @@ def cache_entries(engine: CredentialEngine) -> float | None:
     return registry.get_sample_value(CACHE_ENTRIES)
 
 
-#: Config entries (and their read-only options) that cpcreds.config.access remembers per entry, in caches
-#: bounded at 1,024 entries: they grow by one per reload up to that bound, by design.
 #: The running engine's worker bookkeeping (settled calls waiting for the deadline watcher, at
-#: most 4 x its concurrency; idle pool threads) varies with timing, not with reloads.
-_BOUNDED_CACHES = {"ProviderEntry", "_ReadOnlyDict", "_Call", "_Thread"}
+#: most 4 x its concurrency; idle pool threads) varies with timing, not with reloads. (What
+#: resolution derives from a config entry goes with the entry: cpcreds.plan.IdentityCache.)
+_BOUNDED_CACHES = {"_Call", "_Thread"}
 
 
 def own_objects() -> Counter[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import weakref
 from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
@@ -26,6 +27,7 @@ from .logs import redact_text
 _set = object.__setattr__
 
 __all__ = [
+    "IdentityCache",
     "ExecSpec",
     "AccessPlan",
     "ExecCluster",
@@ -89,7 +91,7 @@ def mask_env(env: Iterable[tuple[str, str]]) -> list[str]:
     return [f"{name}={MASK}" for name, _ in env]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(frozen=True, slots=True, weakref_slot=True, repr=False)  # weakref: key tails are cached per spec
 class ExecSpec:
     """The exec plugin invocation for one plan: the entry's ExecConfig after the policies."""
 
@@ -249,11 +251,43 @@ def _plan_key(plan: AccessPlan, tail_owner: object | None = None) -> str:
     return '{"cluster":' + cluster + "," + _key_tail(plan, tail_owner)
 
 
-#: What a key tail stands for -> (the object whose id is in that, key tail): (id(owner),) for
-#: plan_of_resolved's ``tail_owner``, else (id(exec), provider, kind, timeout). Holding the object
-#: keeps its id from being reused while the entry exists.
-_KEY_TAILS: dict[tuple[Any, ...], tuple[object, str]] = {}
-_MAX_KEY_TAILS = 1024
+class IdentityCache:
+    """Values derived from objects, found by the object's identity and forgotten when the object
+    is collected: a reloaded config's entries (and their specs) leave no trace behind, however
+    often it is reloaded. The objects must be weakly referenceable (or None, never collected);
+    ``extra`` parts of a key tell apart values derived from one object in several ways."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        #: (id(object), *extra) -> (a weak reference to the object, or None, the value)
+        self._values: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def get(self, obj: object, *extra: Any) -> Any:
+        """The value remembered for ``obj`` (and ``extra``), or None."""
+        found = self._values.get((id(obj), *extra))
+        if found is None:
+            return None
+        held = found[0]
+        return found[1] if (obj if held is None else held()) is obj else None
+
+    def put(self, obj: object, value: Any, *extra: Any) -> None:
+        key = (id(obj), *extra)
+        if obj is None:
+            self._values[key] = (None, value)
+            return
+        if key not in self._values:
+            # Dropped when obj is collected, before its id can be another object's.
+            weakref.finalize(obj, self._values.pop, key, None)
+        self._values[key] = (weakref.ref(obj), value)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+#: What a key tail stands for -> key tail: plan_of_resolved's ``tail_owner`` (a config entry), else
+#: the exec spec with the provider, kind and timeout.
+_KEY_TAILS = IdentityCache()
 
 
 def _key_tail(plan: AccessPlan, owner: object | None = None) -> str:
@@ -261,17 +295,17 @@ def _key_tail(plan: AccessPlan, owner: object | None = None) -> str:
     per ``owner`` when one is given, else per exec spec for plans without options."""
     spec = plan.exec
     held: object | None = None
+    extra: tuple[Any, ...] = ()
     if owner is not None:
-        cache_key: tuple[Any, ...] | None = (id(owner),)
-        held = owner
+        cached, held = True, owner
     elif not plan.options and type(plan.provider) is str and type(plan.kind) is str and type(plan.timeout) is float:
-        cache_key, held = (id(spec), plan.provider, plan.kind, plan.timeout), spec
+        cached, held, extra = True, spec, (plan.provider, plan.kind, plan.timeout)
     else:
-        cache_key = None
-    if cache_key is not None:
-        cached = _KEY_TAILS.get(cache_key)
-        if cached is not None and cached[0] is held:
-            return cached[1]
+        cached = False
+    if cached:
+        tail = _KEY_TAILS.get(held, *extra)
+        if tail is not None:
+            return tail  # type: ignore[no-any-return]
     identity = {
         "exec": None if spec is None else {**spec.to_dict(show_values=True), "installHint": spec.install_hint},
         "kind": plan.kind,
@@ -280,10 +314,8 @@ def _key_tail(plan: AccessPlan, owner: object | None = None) -> str:
         "timeout": plan.timeout,
     }
     tail = KEY_ENCODER.encode(identity)[1:]
-    if cache_key is not None:
-        if len(_KEY_TAILS) >= _MAX_KEY_TAILS:  # plans whose profiles add args or env each have a spec
-            _KEY_TAILS.clear()
-        _KEY_TAILS[cache_key] = (held, tail)
+    if cached:
+        _KEY_TAILS.put(held, tail, *extra)
     return tail
 
 

@@ -22,7 +22,7 @@ from .documents import plain_copy
 from ..errors import NoMatchingProvider, ProfileError
 from ..kep import ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION, ExecCluster, exec_cluster_of_validated, unpassable_text
 from ..logs import get_logger
-from ..plan import MASK, AccessPlan, ExecSpec, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
+from ..plan import MASK, AccessPlan, ExecSpec, IdentityCache, cluster_json, cluster_to_wire, compact_json, json_value, mask_args, mask_env, plan_of_resolved  # noqa: F401 (re-exported: they lived here)
 from .profiles import profile_ref
 
 if TYPE_CHECKING:  # the models are imported only when a profile needs validating (see resolve)
@@ -286,18 +286,17 @@ def _frozen(value: Any, where: str, ref: str) -> Any:
 
 _NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})  # read-only: every exec plan can share it
 
-#: id(entry) -> (entry, its ExecSpec before profile-sourced args and env). Entries are frozen,
-#: so the spec never goes stale; holding the entry keeps its id from being reused.
-_CONFIGURED_SPECS: dict[int, tuple[ProviderEntry, ExecSpec]] = {}
-_MAX_CONFIGURED_SPECS = 1024
+#: entry -> its ExecSpec before profile-sourced args and env. Entries are frozen, so the spec
+#: never goes stale; an entry's spec goes with the entry (a reloaded config's with that config).
+_CONFIGURED_SPECS = IdentityCache()
 
 
 def _configured_spec(entry: ProviderEntry) -> ExecSpec:
     """The entry's ExecSpec as configured, one per entry: every plan of the entry shares it (and
     so the cached end of its key, see :func:`_key_tail`) unless its profile adds args or env."""
-    cached = _CONFIGURED_SPECS.get(id(entry))
-    if cached is not None and cached[0] is entry:
-        return cached[1]
+    cached = _CONFIGURED_SPECS.get(entry)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     base = entry.exec_config
     assert base is not None
     spec = ExecSpec(
@@ -310,25 +309,21 @@ def _configured_spec(entry: ProviderEntry) -> ExecSpec:
         install_hint=base.install_hint,
         stdin_unavailable=base.stdin_unavailable,
     )
-    if len(_CONFIGURED_SPECS) >= _MAX_CONFIGURED_SPECS:  # configs reloaded many times over
-        _CONFIGURED_SPECS.clear()
-    _CONFIGURED_SPECS[id(entry)] = (entry, spec)
+    _CONFIGURED_SPECS.put(entry, spec)
     return spec
 
 
-#: id(entry) -> (entry, its options as a read-only copy): every in-process plan of an entry shares
-#: one (read-only, so no plan can change another's); as for _CONFIGURED_SPECS.
-_CONFIGURED_OPTIONS: dict[int, tuple[ProviderEntry, Mapping[str, Any]]] = {}
+#: entry -> its options as a read-only copy: every in-process plan of an entry shares one
+#: (read-only, so no plan can change another's); as for _CONFIGURED_SPECS.
+_CONFIGURED_OPTIONS = IdentityCache()
 
 
 def _configured_options(entry: ProviderEntry) -> Mapping[str, Any]:
-    cached = _CONFIGURED_OPTIONS.get(id(entry))
-    if cached is not None and cached[0] is entry:
-        return cached[1]
+    cached = _CONFIGURED_OPTIONS.get(entry)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     options: Mapping[str, Any] = MappingProxyType(plain_copy(dict(entry.options)))
-    if len(_CONFIGURED_OPTIONS) >= _MAX_CONFIGURED_SPECS:
-        _CONFIGURED_OPTIONS.clear()
-    _CONFIGURED_OPTIONS[id(entry)] = (entry, options)
+    _CONFIGURED_OPTIONS.put(entry, options)
     return options
 
 

@@ -138,7 +138,7 @@ class PluginPolicy:
         return _read_policy(data, "pluginPolicy")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # weakref: what plans derive from an entry is cached per entry
 class ProviderEntry:
     """One ``providers[]`` entry: an access-provider name and how to get its credential.
 
