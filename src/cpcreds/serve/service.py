@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import hashlib
-import os
 import signal
 import sys
 import time
@@ -38,10 +36,13 @@ from ..fleet.inventory import DirectorySource, FolderSource
 from ..logs import get_logger, redact_text
 from ..providers.registry import ProviderRegistry
 from .hooks import ServeHooks
-from .kubeconfigs import MERGED_NAME, KubeconfigWriter, UnsafeFolder
+from .collection import FirstSyncCollection
+from .folders import DEFAULT_PROFILES_DIR, ServeFolders
+from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .metrics import ServeCollector, ShardCollector
 from .probe import Prober
-from .settings import ServeSettings, UnusableFolder, parse_listen
+from .settings import ServeSettings, parse_listen
+from .sharding import hub_options, make_shard
 from .shardstatus import ShardStatus
 from .status import StatusBoard
 
@@ -50,12 +51,8 @@ __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 # Through logging (stderr, redacted), never structlog's default printer (stdout, unredacted).
 _log = get_logger("cpcreds.serve")
 
-#: The directory source's folder when no source is given: next to the provider config.
-DEFAULT_PROFILES_DIR = "clusterprofiles"
 #: The engine's cache bound under serve (a runaway inventory stops growing memory here).
 _MAX_ENTRIES = 1_000_000
-#: Young-generation threshold while the first sync builds every profile's state (see run()).
-_FIRST_SYNC_GC_THRESHOLD = 50_000
 
 
 class Service:
@@ -85,12 +82,18 @@ class Service:
         self.engine: CredentialEngine | None = None
         #: The fleet that keeps every profile's credential (made when run() starts).
         self.fleet: Fleet | None = None
-        self.writer: KubeconfigWriter | None = None
-        self._directory: DirectorySource | None = None
+        #: The profiles folder and the kubeconfig folder (:attr:`writer`), checked when run() starts.
+        self.folders = ServeFolders(settings, config.source, self.board, self.out)
         self._hooks = ServeHooks(self)
+        self._collection = FirstSyncCollection()
         self.http = None
         self.exit_code = 0
         self.shard: Any = None
+
+    @property
+    def writer(self) -> KubeconfigWriter | None:
+        """The kubeconfig writer (with ``--kubeconfig-dir``; made when run() starts)."""
+        return self.folders.writer
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -114,9 +117,10 @@ class Service:
         if settings.source == "hub":
             from ..fleet.hub import HubSource
 
-            source: Any = HubSource(self._hub_options())
+            source: Any = HubSource(hub_options(settings))
         else:
-            source = FolderSource(self._directory or DirectorySource(self._profiles_dir()), settings.scan_interval, on_scan=self._folder_state)
+            directory = self.folders.directory or DirectorySource(self.folders.profiles_dir)
+            source = FolderSource(directory, settings.scan_interval, on_scan=self.folders.folder_state)
         return Fleet(
             engine,
             source=source,
@@ -135,19 +139,9 @@ class Service:
     async def run(self, *, on_started: Callable[[Service], None] | None = None) -> int:
         settings = self.settings
         loop = asyncio.get_running_loop()
-        # Garbage collection for a process that builds 100k long-lived objects and then mostly
-        # keeps them. With the default thresholds (700 allocations) the first sync ran a young
-        # collection every few profiles and, as the survivors piled up, full collections scanning
-        # everything built so far: 38% of a 10,000-profile start. So: freeze what start-up built
-        # (modules, config: never garbage), collect young objects rarely while the first sync
-        # builds state that survives anyway, then freeze that state too and restore the
-        # thresholds (the housekeeping task, once ready), so later collections scan only what
-        # changed since. Cycles are still collected; a frozen object is only never scanned again.
-        self._gc_thresholds = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(_FIRST_SYNC_GC_THRESHOLD, *self._gc_thresholds[1:])
-        self._check_folders()
-        self._describe_on_board()
+        self._collection.begin()  # rare young collections while the first sync builds (collection.py)
+        self.folders.check()
+        self.folders.describe()
         engine = self._new_engine(self.config)
         host, port = parse_listen(settings.listen)
         from .http import ConnectionLimits, StatusServer
@@ -166,7 +160,7 @@ class Service:
             raise ConfigError(f"cannot listen on {settings.listen}: {exc.strerror or exc}{hint}", source="serve settings") from None
         self.http.start()
         if settings.shard:
-            self._make_shard()
+            self.shard = make_shard(settings, self.http.address)
         self.fleet = fleet = self._new_fleet(engine)
         self._show_metric(ServeCollector(self.board, per_profile=settings.per_profile_metrics))
         if self.shard is not None:
@@ -199,51 +193,8 @@ class Service:
             for collector in self._collectors:  # another serve in this process may show its own
                 self.metrics.unregister(collector)
             self._collectors.clear()
-            gc.set_threshold(*self._gc_thresholds)
-            gc.unfreeze()  # an in-process caller (tests) gets its collector back as it was
+            self._collection.end()
         return self.exit_code
-
-    # -- the shard ---------------------------------------------------------------------------
-
-    def _hub_options(self) -> Any:
-        from ..fleet.hub import HubOptions
-
-        settings = self.settings
-        return HubOptions(
-            kubeconfig=settings.hub_kubeconfig,
-            context=settings.hub_context,
-            in_cluster=settings.in_cluster,
-            namespaces=tuple(settings.namespaces),
-            label_selector=settings.label_selector,
-            timeout=settings.hub_timeout,
-        )
-
-    def _status_url(self) -> str:
-        """Where peers redirect requests for this replica's profiles: --shard-status-url, else
-        the listening address (``POD_IP`` in place of an unspecified host such as 0.0.0.0)."""
-        if self.settings.shard_status_url:
-            return self.settings.shard_status_url
-        assert self.http is not None
-        host, port = self.http.address
-        if host in ("0.0.0.0", "::"):
-            host = os.environ.get("POD_IP") or host
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-    def _make_shard(self) -> None:
-        """This replica's shard membership; the fleet starts it and fences every fetch by it."""
-        from ..shard import Shard
-
-        settings = self.settings
-        self.shard = Shard(
-            self._hub_options(),
-            namespace=settings.shard_namespace,
-            group=settings.shard_group,
-            identity=settings.shard_identity,
-            lease_duration=settings.shard_lease_duration,
-            renew_deadline=settings.shard_renew_deadline,
-            retry_interval=settings.shard_retry_interval,
-            status_url=self._status_url(),
-        )
 
     def _show_shard(self, fleet: Fleet) -> None:
         shard = self.shard
@@ -267,7 +218,7 @@ class Service:
         assert self.http is not None
         lines = [f"cpcreds serve: status page {self.http.url}/  (also /v1/clusters, /metrics, /healthz, /readyz)"]
         if self.settings.source == "directory":
-            lines.append(f"cpcreds serve: watching ClusterProfile files in {self._profiles_dir()}")
+            lines.append(f"cpcreds serve: watching ClusterProfile files in {self.folders.profiles_dir}")
         else:
             lines.append("cpcreds serve: watching ClusterProfiles on the hub")
         if self.writer is not None:
@@ -275,60 +226,6 @@ class Service:
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
         _log.info("serving", url=self.http.url, source=self.settings.source)
-
-    def _check_folders(self) -> None:
-        """A profiles folder that cannot be listed, or a kubeconfig folder that cannot be made,
-        stops serve at start (:class:`UnusableFolder`): serving "no profiles" as ready would hide
-        the mistake. Later, the same troubles are reported while serving (see ``_folder_state``)."""
-        if self.settings.source == "directory":
-            self._directory = DirectorySource(self._profiles_dir())
-            problem = self._directory.check()
-            if problem is not None:
-                raise UnusableFolder("profiles_dir", self._profiles_dir(), problem)
-        if self.settings.kubeconfig_dir is not None:
-            try:
-                self.writer = KubeconfigWriter(self.settings.kubeconfig_dir, self.config.source, on_error=self._kubeconfig_error)
-            except OSError as exc:
-                reason = "is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else f"cannot be made: {exc.strerror or type(exc).__name__}"
-                reason = f"refused: {exc.strerror}" if isinstance(exc, UnsafeFolder) else reason
-                raise UnusableFolder("kubeconfig_dir", self.settings.kubeconfig_dir, reason) from None
-
-    def _describe_on_board(self) -> None:
-        """Where profiles come from and where kubeconfigs go, for the status page's header."""
-        if self.settings.source == "directory":
-            self.board.source_detail = f"folder {self._profiles_dir()}"
-        else:
-            namespaces = ", ".join(self.settings.namespaces) or "all"
-            where = "in-cluster" if self.settings.in_cluster else f"kubeconfig {self.settings.hub_kubeconfig}"
-            self.board.source_detail = f"hub ({where}), namespaces: {namespaces}" + (f", labels: {self.settings.label_selector}" if self.settings.label_selector else "")
-        self.board.kubeconfig_dir = str(self.writer.directory) if self.writer is not None else None
-
-    def _kubeconfig_error(self, key: str, problem: str | None) -> None:
-        # A profile's own files: on its row; the folder or the merged file: an inventory problem.
-        if key:
-            self.board.set_kubeconfig_error(key, problem)
-        else:
-            self.board.set_problem(f"kubeconfig folder {self.settings.kubeconfig_dir}", problem or "")
-
-    def _folder_state(self, problem: str | None) -> None:
-        """Serve is not ready while its profiles folder cannot be listed (the profiles already
-        read keep their credentials); said on stderr, the page, /readyz and /v1/clusters."""
-        reason = f"the profiles folder {self._profiles_dir()}: {problem}" if problem is not None else None
-        if reason == self.board.not_ready:
-            return
-        self.board.not_ready = reason
-        if reason is not None:
-            self.out.write(f"cpcreds serve: not ready: {reason}\n")
-            _log.error("not ready", reason=reason)
-        else:
-            self.out.write(f"cpcreds serve: ready again: the profiles folder {self._profiles_dir()} can be listed\n")
-            _log.info("ready again")
-        self.out.flush()
-
-    def _profiles_dir(self) -> Path:
-        if self.settings.profiles_dir is not None:
-            return self.settings.profiles_dir
-        return Path(self.config.source).resolve().parent / DEFAULT_PROFILES_DIR
 
     async def _housekeeping(self) -> None:
         """Once a second: the merged kubeconfig, the config file's change, first-sync progress."""
@@ -353,8 +250,7 @@ class Service:
                 self.out.flush()
             elif fleet.synced and not shown_ready:
                 shown_ready = True
-                gc.freeze()  # the first sync's state lives on: never scan it again (see run())
-                gc.set_threshold(*self._gc_thresholds)
+                self._collection.synced()
                 counts = self.board.counts()
                 summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no profiles"
                 self.out.write(("\r" if terminal else "") + f"cpcreds serve: ready: {summary}\n")
