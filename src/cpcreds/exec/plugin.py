@@ -48,7 +48,8 @@ from ..credential import Credential
 from ..errors import CredentialError, ProviderError
 from .._patterns import LazyPattern
 from ..kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS, ExecCluster, exec_cluster_of_validated
-from ..config.options import OptionError, Options, annotation_text, default_text, did_you_mean, type_text
+from ..config.options import OptionError, Options, did_you_mean
+from ..config.optionspec import annotation_text, default_text, type_text
 from ..plan import AccessPlan
 
 # pydantic is imported only to word what the plain reading refuses, and for a provider whose
