@@ -26,7 +26,6 @@ on the first read); the declared option and ``--help``'s words for it are in :mo
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
