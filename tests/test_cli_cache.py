@@ -550,6 +550,8 @@ def test_every_public_name_is_still_importable_from_the_package() -> None:
         "assert cpcreds.__version__ == importlib.metadata.version('cpcreds')\n"
         "assert set(cpcreds.__all__) <= set(dir(cpcreds))\n"
         "assert set(cpcreds.__all__) == {'__version__', *cpcreds._MODULE_OF}\n"
+        "import cpcreds.errors\n"
+        "assert set(cpcreds.errors.__all__) - {'result_label'} <= set(cpcreds.__all__)\n"
         "from cpcreds import CredentialEngine, ExecProvider, hookimpl\n"
         "from cpcreds.engine import CredentialEngine as Same\n"
         "assert CredentialEngine is Same\n"

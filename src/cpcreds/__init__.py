@@ -66,7 +66,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
 
     __version__: str
 
-#: The module that defines each public name (the imports above, for the interpreter).
+#: The module that defines each public name (the imports above, for the interpreter); with
+#: ``__version__``, its names are :data:`__all__`.
 _EXPORTS = {
     "config.access": ("parse_profile", "resolve"),
     "plan": ("AccessPlan", "ExecSpec"),
@@ -120,69 +121,7 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [
-    "__version__",
-    "CredentialEngine",
-    "Binding",
-    "Answer",
-    "Fleet",
-    "FleetCluster",
-    "FleetEvent",
-    "Engaged",
-    "Updated",
-    "Disengaged",
-    "HubOptions",
-    "ProfileFeed",
-    "Shard",
-    "Membership",
-    "Assignment",
-    "RefreshPolicy",
-    "BackoffPolicy",
-    "remove_certificate_files",
-    "Credential",
-    "AccessPlan",
-    "ExecSpec",
-    "resolve",
-    "parse_profile",
-    "ProviderConfig",
-    "ProviderEntry",
-    "Settings",
-    "load_config",
-    "parse_access_provider_flag",
-    "ProviderRegistry",
-    "Provider",
-    "ExecProvider",
-    "hookimpl",
-    "ClusterProfile",
-    "ExecCluster",
-    "ExecConfig",
-    "ExecCredential",
-    "API_VERSION_V1",
-    "API_VERSION_V1BETA1",
-    "EXEC_EXTENSION",
-    "ADDITIONAL_ARGS_EXTENSION",
-    "ADDITIONAL_ENVS_EXTENSION",
-    "CredentialError",
-    "EngineClosed",
-    "ConfigError",
-    "ProfileError",
-    "NoMatchingProvider",
-    "ProviderError",
-    "ProviderTimeout",
-    "PluginError",
-    "PluginNotFound",
-    "PluginNotAllowed",
-    "PluginExecutionError",
-    "PluginTimeout",
-    "PluginOutputError",
-    "InteractiveModeError",
-    "AllProvidersFailed",
-    "ImageCredentials",
-    "RegistryCredential",
-    "RegistryCredentials",
-    "ImageCredentialError",
-    "InvalidImageError",
-]
+__all__ = ["__version__", *_MODULE_OF]
 
 
 def _version() -> str:

@@ -7,26 +7,6 @@ stdout is never quoted, only its size and shape.
 
 from __future__ import annotations
 
-__all__ = [
-    "result_label",
-    "CredentialError",
-    "EngineClosed",
-    "ConfigError",
-    "ProfileError",
-    "NoMatchingProvider",
-    "ProviderError",
-    "ProviderTimeout",
-    "PluginError",
-    "PluginNotFound",
-    "PluginExecutionError",
-    "PluginTimeout",
-    "PluginOutputError",
-    "InteractiveModeError",
-    "ImageCredentialError",
-    "InvalidImageError",
-    "AllProvidersFailed",
-]
-
 # client-go's values for the `call_status` label of rest_client_exec_plugin_call_total.
 NO_ERROR = "no_error"
 PLUGIN_EXECUTION_ERROR = "plugin_execution_error"
@@ -210,3 +190,10 @@ def result_label(exc: BaseException) -> str:
     if isinstance(exc, ProviderError):
         return "plugin_execution_error" if exc.call_status == "plugin_execution_error" and exc.exit_code is not None else "provider_error"
     return CLIENT_INTERNAL_ERROR
+
+
+#: Every error class above (each is also a public name of :mod:`cpcreds`), and result_label.
+__all__ = [
+    "result_label",
+    *(name for name, value in list(globals().items()) if isinstance(value, type) and issubclass(value, CredentialError)),
+]

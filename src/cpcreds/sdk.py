@@ -93,14 +93,21 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     )
     from ._show import shown_url
 
-#: The module that defines each public name.
+#: The module that defines each public name, grouped as docs/sdk.md lists them; :data:`__all__`
+#: is this table's names in order (tests/sdk_api.txt holds the surface with each signature).
 _EXPORTS = {
+    # the contract: hooks and protocols
     "providers.hookspecs": ("hookimpl", "Provider", "ImageCredentialProvider", "ProviderFactory", "Register"),
+    # what a provider receives and answers
     "plan": ("AccessPlan", "ExecSpec"),
     "kep": ("ExecCluster", "EXEC_EXTENSION"),
     "credential": ("Credential",),
-    "errors": ("CredentialError", "ProviderError", "ProviderTimeout", "ConfigError", "ImageCredentialError"),
     "engine.policies": ("RefreshPolicy",),
+    # a provider's options: read without pydantic, --help and "did you mean" from one declaration
+    "config.options": ("Options", "option", "Duration", "OptionError"),
+    # errors
+    "errors": ("CredentialError", "ProviderError", "ProviderTimeout", "ConfigError", "ImageCredentialError"),
+    # KEP-2133 wire types
     "images.protocol": (
         "AuthConfig",
         "CredentialProviderRequest",
@@ -114,9 +121,7 @@ _EXPORTS = {
         "encode_response",
         "parse_response",
     ),
-    "config.durations": ("parse_duration", "format_duration"),
-    "config.options": ("Options", "option", "Duration", "OptionError"),
-    "_show": ("shown", "type_name", "shown_url"),
+    # running a provider as a plugin
     "exec.plugin": (
         "provider_main",
         "run_provider",
@@ -128,10 +133,15 @@ _EXPORTS = {
         "plan_for_request",
     ),
     "images.kubelet_plugin": ("kubelet_plugin_main", "run_image_provider", "run_kubelet_plugin"),
+    # helpers
     "config.documents": ("load_document", "DocumentError", "read_bounded", "open_regular"),
     "providers.body": ("read_within", "BodyProblem"),
+    "config.durations": ("parse_duration", "format_duration"),
     "providers.jwt": ("jwt_expiry",),
     "providers.credfile": ("read_credential_file",),
+    "logs": ("redact_text", "get_logger"),
+    "_show": ("shown", "type_name", "shown_url"),
+    # a fetch's remaining time, and HTTP bounded by it (docs/sdk.md)
     "providers.deadline": ("deadline", "remaining", "Deadline", "DEADLINE_MARGIN"),
     "providers.http": (
         "Exchange",
@@ -145,91 +155,10 @@ _EXPORTS = {
         "safe_summary",
         "connection_problem",
     ),
-    "logs": ("redact_text", "get_logger"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [
-    # the contract: hooks and protocols
-    "hookimpl",
-    "Provider",
-    "ImageCredentialProvider",
-    "ProviderFactory",
-    "Register",
-    # what a provider receives and answers
-    "AccessPlan",
-    "ExecSpec",
-    "ExecCluster",
-    "EXEC_EXTENSION",
-    "Credential",
-    "RefreshPolicy",
-    # a provider's options: read without pydantic, --help and "did you mean" from one declaration
-    "Options",
-    "option",
-    "Duration",
-    "OptionError",
-    # errors
-    "CredentialError",
-    "ProviderError",
-    "ProviderTimeout",
-    "ConfigError",
-    "ImageCredentialError",
-    # KEP-2133 wire types
-    "AuthConfig",
-    "CredentialProviderRequest",
-    "CredentialProviderResponse",
-    "CACHE_KEY_IMAGE",
-    "CACHE_KEY_REGISTRY",
-    "CACHE_KEY_GLOBAL",
-    "ProtocolError",
-    "encode_request",
-    "parse_request",
-    "encode_response",
-    "parse_response",
-    # running a provider as a plugin
-    "provider_main",
-    "run_provider",
-    "run_plugin",
-    "PluginRequest",
-    "PluginRequestError",
-    "OptionFlagError",
-    "parse_option_flags",
-    "plan_for_request",
-    "kubelet_plugin_main",
-    "run_image_provider",
-    "run_kubelet_plugin",
-    # helpers
-    "load_document",
-    "DocumentError",
-    "read_bounded",
-    "open_regular",
-    "read_within",
-    "BodyProblem",
-    "parse_duration",
-    "format_duration",
-    "jwt_expiry",
-    "read_credential_file",
-    "redact_text",
-    "shown",
-    "type_name",
-    "get_logger",
-    # a fetch's remaining time, and HTTP bounded by it (docs/sdk.md)
-    "deadline",
-    "remaining",
-    "Deadline",
-    "DEADLINE_MARGIN",
-    "Exchange",
-    "Abort",
-    "shown_endpoint",
-    "read_answer",
-    "Cutoff",
-    "watch",
-    "watch_pool_manager",
-    "error_detail",
-    "safe_summary",
-    "connection_problem",
-    "shown_url",
-]
+__all__ = [*_MODULE_OF]
 
 
 def __getattr__(name: str) -> object:
