@@ -32,7 +32,7 @@ from typing import Any, Final
 from ..config.durations import format_duration, parse_duration
 from ..config.documents import Limits, load_or_raise
 from dataclasses import dataclass, field
-from .._show import shown
+from .._show import shown, type_name
 from ..errors import CredentialError
 
 __all__ = [
@@ -117,23 +117,7 @@ def _named(value: Any, known: tuple[str, ...]) -> str:
         return "missing"
     if isinstance(value, str):
         return f"an unknown {len(value)}-character string" if value else "empty"
-    return _article(_json_type(value))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return type_name(value)
 
 
 # -- types ------------------------------------------------------------------------------------
@@ -277,12 +261,8 @@ def _load(data: bytes | str, source: str, max_bytes: int) -> dict[str, Any]:
         data, ProtocolError, source=source, syntax="json", limits=Limits(max_bytes=max_bytes), message="{source} is not a JSON document ({detail})"
     )
     if not isinstance(document, dict):
-        raise ProtocolError(f"{source} is {_article(_json_type(document))}, not a JSON object")
+        raise ProtocolError(f"{source} is {type_name(document)}, not a JSON object")
     return document
-
-
-def _article(kind: str) -> str:
-    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _type_meta(document: dict[str, Any], source: str, kind: str) -> str:
@@ -310,7 +290,7 @@ def parse_request(data: bytes | str, *, max_bytes: int = MAX_REQUEST_BYTES) -> C
         raise ProtocolError(f"{source}: apiVersion {_named(api_version, SUPPORTED_API_VERSIONS)} is not one of {', '.join(SUPPORTED_API_VERSIONS)}", field="apiVersion")
     image = document.get("image")
     if not isinstance(image, str) or not image:
-        got = "empty" if image == "" else _article(_json_type(image))
+        got = "empty" if image == "" else type_name(image)
         raise ProtocolError(f"{source}: image must be a non-empty string, not {got}", field="image")
     token: str | None = None
     annotations: dict[str, str] = {}
@@ -318,7 +298,7 @@ def parse_request(data: bytes | str, *, max_bytes: int = MAX_REQUEST_BYTES) -> C
         raw_token = document.get("serviceAccountToken")
         if raw_token is not None and not isinstance(raw_token, str):
             # Never shown: whatever it is, it was meant to be a token.
-            raise ProtocolError(f"{source}: serviceAccountToken must be a string, not {_article(_json_type(raw_token))}", field="serviceAccountToken")
+            raise ProtocolError(f"{source}: serviceAccountToken must be a string, not {type_name(raw_token)}", field="serviceAccountToken")
         token = raw_token or None
         raw_annotations = document.get("serviceAccountAnnotations")
         if raw_annotations is not None:
@@ -380,7 +360,7 @@ def parse_response(
     duration: float | None = None
     if raw_duration is not None:
         if not isinstance(raw_duration, str):
-            raise ProtocolError(f"{source}: cacheDuration must be a duration string (e.g. 1h0m0s), not {_article(_json_type(raw_duration))}", field="cacheDuration")
+            raise ProtocolError(f"{source}: cacheDuration must be a duration string (e.g. 1h0m0s), not {type_name(raw_duration)}", field="cacheDuration")
         problem = None
         try:
             duration = parse_duration(raw_duration)
@@ -396,7 +376,7 @@ def _auth(raw: Any, source: str) -> Mapping[str, AuthConfig]:
     if raw is None:
         return _NO_AUTH
     if not isinstance(raw, dict):
-        raise ProtocolError(f"{source}: auth must be an object of registry keys, not {_article(_json_type(raw))}", field="auth")
+        raise ProtocolError(f"{source}: auth must be an object of registry keys, not {type_name(raw)}", field="auth")
     entries: dict[str, AuthConfig] = {}
     for index, (key, value) in enumerate(raw.items()):
         where = f"auth[{_shown(key)}]" if _SHOWABLE.fullmatch(key) else f"auth entry {index + 1}"
@@ -404,12 +384,12 @@ def _auth(raw: Any, source: str) -> Mapping[str, AuthConfig]:
             entries[key] = AuthConfig()
             continue
         if not isinstance(value, dict):
-            raise ProtocolError(f"{source}: {where} must be an object with username and password, not {_article(_json_type(value))}", field="auth")
+            raise ProtocolError(f"{source}: {where} must be an object with username and password, not {type_name(value)}", field="auth")
         username, password = value.get("username"), value.get("password")
         if username is not None and not isinstance(username, str):
-            raise ProtocolError(f"{source}: {where}.username must be a string, not {_article(_json_type(username))}", field="auth")
+            raise ProtocolError(f"{source}: {where}.username must be a string, not {type_name(username)}", field="auth")
         if password is not None and not isinstance(password, str):
             # The type only: a password that is a number is still a password.
-            raise ProtocolError(f"{source}: {where}.password must be a string, not {_article(_json_type(password))}", field="auth")
+            raise ProtocolError(f"{source}: {where}.password must be a string, not {type_name(password)}", field="auth")
         entries[key] = AuthConfig(username=username or "", password=password or "")
     return MappingProxyType(entries) if entries else _NO_AUTH
