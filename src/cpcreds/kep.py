@@ -46,9 +46,6 @@ ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/addition
 
 CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
 
-#: Fills a slotted record's fields past its frozen ``__setattr__`` (as its ``__init__`` does).
-_set = object.__setattr__
-
 # Compiled on first use: a plugin run that hands nothing to a process never needs it.
 _UNPASSABLE = LazyPattern("[\x00\ud800-\udfff]")
 
@@ -124,14 +121,14 @@ def exec_cluster_of_validated(
     config: Any,
 ) -> ExecCluster:
     """``ExecCluster(server=..., ...)`` with every field given, for values that already have
-    the fields' types (a read profile's), filled in one step: resolve builds one for every new
-    profile right after a plugin ran, when every step costs several times its usual."""
-    cluster = object.__new__(ExecCluster)
-    _set(cluster, "server", server)
-    _set(cluster, "tls_server_name", tls_server_name)
-    _set(cluster, "insecure_skip_tls_verify", insecure_skip_tls_verify)
-    _set(cluster, "certificate_authority_data", certificate_authority_data)
-    _set(cluster, "proxy_url", proxy_url)
-    _set(cluster, "disable_compression", disable_compression)
-    _set(cluster, "config", config)
-    return cluster
+    the fields' types (a read profile's, a plugin request's), positionally as their readers
+    hold them."""
+    return ExecCluster(
+        server=server,
+        tls_server_name=tls_server_name,
+        insecure_skip_tls_verify=insecure_skip_tls_verify,
+        certificate_authority_data=certificate_authority_data,
+        proxy_url=proxy_url,
+        disable_compression=disable_compression,
+        config=config,
+    )
