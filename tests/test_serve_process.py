@@ -45,7 +45,7 @@ class Serve:
         self.lines: list[str] = []
         self._partial = ""  # the start of a line whose end has not arrived yet
 
-    def wait_for(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         assert self.process.stderr is not None
         while True:
