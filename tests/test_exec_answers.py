@@ -15,7 +15,7 @@ from cpcreds import API_VERSION_V1, CredentialError, ExecProvider, resolve
 from cpcreds.config import documents as _parse
 from cpcreds.config import jsonreader
 from cpcreds.config.wire import ExecCredential
-from cpcreds.exec import provider as exec_module
+from cpcreds.exec import answer as exec_module
 from cpcreds.exec.provider import RunResult
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 

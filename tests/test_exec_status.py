@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from cpcreds import CredentialEngine, PluginExecutionError
-from cpcreds.exec.provider import _status_message
+from cpcreds.exec.command import _status_message
 from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
 
 SECRET = "sk-live-0123456789abcdefSECRET"

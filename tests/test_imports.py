@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpcreds.config import wire as api
-from cpcreds.exec import provider as exec_provider
+from cpcreds.exec import answer as exec_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "cpcreds"
@@ -34,7 +34,7 @@ def _python_spellings(*models: type) -> frozenset[str]:
 
 
 def test_the_answer_reading_knows_the_python_spellings_of_the_models() -> None:
-    assert exec_provider._PYTHON_SPELLINGS == _python_spellings(api.ExecCredential, api.ExecCredentialSpec, api.ExecCredentialStatus)
+    assert exec_answer._PYTHON_SPELLINGS == _python_spellings(api.ExecCredential, api.ExecCredentialSpec, api.ExecCredentialStatus)
 
 
 def test_the_cluster_model_reads_into_the_plain_cluster_with_the_same_fields() -> None:

@@ -3,8 +3,10 @@
 Behaves as client-go's exec authenticator (``plugin/pkg/client/auth/exec``) does for one call,
 with the safety it lacks (a deadline that kills the plugin's whole process group, bounded stdout,
 only a redacted tail of stderr, orphans of an exited plugin killed): the running itself is
-:mod:`cpcreds.exec.process`'s, shared with the kubelet-plugin runner; this module words what a run's
-outcome means as KEP-541 errors and decodes the ExecCredential.
+:mod:`cpcreds.exec.process`'s, shared with the kubelet-plugin runner; :mod:`.command` words what a
+run's outcome means as KEP-541 errors and :mod:`.answer` decodes the ExecCredential; this module
+builds the run (environment, KUBERNETES_EXEC_INFO, interactivity, the plugin policy) and ties them
+together.
 
 The environment is the process environment, then the configured env, then KUBERNETES_EXEC_INFO,
 exactly as client-go builds it. stdin is handed over only when the run is interactive (client-go
@@ -13,42 +15,34 @@ reasons that a plugin must not fight its caller for a terminal it was not promis
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import re
-import signal
 import sys
 import time
-from datetime import datetime, timedelta, timezone
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-from . import process as _process
+from ..config import PluginPolicy
 from ..config.access import AccessPlan, ExecSpec, cluster_json, json_value
-from ..config.documents import Limits, load_or_raise
-from .process import Groups, Outcome, find_executable, process_environment, terminate_all
-from .._show import shown
-from ..config import PluginPolicy, json_type_name
-from ..credential import Credential, credential_from_status_fields, format_rfc3339
+from ..credential import Credential
 from ..errors import (
     CLIENT_INTERNAL_ERROR,
     NO_ERROR,
     CredentialError,
     InteractiveModeError,
     PluginError,
-    PluginExecutionError,
     PluginNotAllowed,
     PluginNotFound,
-    PluginOutputError,
-    PluginTimeout,
     ProviderError,
     ProviderTimeout,
 )
-from ..providers.hookspecs import hookimpl
 from ..kep import EXEC_INFO_ENV
-from ..logs import get_logger, redact_text
+from ..logs import get_logger
+from ..providers.hookspecs import hookimpl
+from .answer import decode_answer
+from .command import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, Job, RunResult, not_found, run_command
 from .policy import PluginGate
+from .process import Groups, find_executable, process_environment, terminate_all
 
 __all__ = [
     "ExecProvider",
@@ -64,15 +58,6 @@ __all__ = [
 
 _log = get_logger(__name__)
 
-#: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
-MAX_STDOUT_BYTES = 4 * 1024 * 1024
-#: The bounds of an answer read with the default stdout bound (built once: decode runs right after
-#: the plugin exits, when every step costs several times its usual).
-_ANSWER_LIMITS = Limits(max_bytes=MAX_STDOUT_BYTES)
-#: How much of the plugin's stderr is kept for the error message (the end is the useful part).
-STDERR_TAIL_BYTES = 4096
-#: How far in the future a client certificate's notBefore may be (clock differences).
-CLOCK_SKEW = timedelta(minutes=5)
 #: KUBERNETES_EXEC_INFO is compact JSON, non-ASCII escaped.
 _EXEC_INFO_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
@@ -88,20 +73,6 @@ def exec_info(spec: ExecSpec, plan: AccessPlan, *, interactive: bool) -> str:
         '{"kind":"ExecCredential","apiVersion":' + json_value(spec.api_version, _EXEC_INFO_ENCODER)
         + ',"spec":{"interactive":' + json_value(interactive, _EXEC_INFO_ENCODER) + cluster + "}}"
     )  # fmt: skip
-
-
-class Job(NamedTuple):
-    """What a run is for, as errors name it: the provider, the command as configured, the
-    timeout the deadline came from, and the command's install hint."""
-
-    provider: str
-    command: str
-    timeout: float
-    install_hint: str | None = None
-
-
-#: The outcome of one plugin process (internal; exposed for metrics).
-RunResult = Outcome
 
 
 _EXEC_INFO_ENV_BYTES = EXEC_INFO_ENV.encode()
@@ -127,57 +98,6 @@ def _is_interactive(spec: ExecSpec, provider: str) -> bool:
             f"exec plugin cannot support interactive mode: {reason} (interactiveMode is Always)", provider=provider
         )
     return available
-
-
-#: Largest stdout of a failed plugin that is looked at for a status message.
-_STATUS_BYTES = 65536
-#: Longest part of a plugin's own failure message kept in an error.
-_STATUS_MESSAGE_CHARS = 512
-
-
-def _status_message(stdout: bytes | bytearray) -> str | None:
-    """What a failed plugin said on stdout, if it said it the Kubernetes way: a ``metav1.Status``
-    (``{"kind": "Status", "message": ..., "reason": ..., "code": ...}``) or an ExecCredential
-    whose ``status`` carries a ``message``. One line, bounded and redacted; None otherwise.
-
-    client-go reports only the exit code (kubernetes/kubernetes#139150); a plugin that explains
-    itself deserves to be heard."""
-    text = bytes(stdout).strip()
-    if not text.startswith(b"{") or len(text) > _STATUS_BYTES:
-        return None
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(document, dict):
-        return None
-    kind = document.get("kind")
-    if kind == "Status":
-        body: Any = document
-    elif kind == "ExecCredential" and isinstance(document.get("status"), dict):
-        body = document["status"]
-    else:
-        return None
-    message = body.get("message")
-    if not isinstance(message, str) or not message.strip():
-        return None
-    said = " ".join(message.split())[:_STATUS_MESSAGE_CHARS]
-    details = []
-    reason, code = body.get("reason"), body.get("code")
-    if isinstance(reason, str) and re.fullmatch(r"[A-Za-z]{1,64}", reason):
-        details.append(f"reason {reason}")
-    if isinstance(code, int) and not isinstance(code, bool) and 0 <= code < 1000:
-        details.append(f"code {code}")
-    if details:
-        said += f" ({', '.join(details)})"
-    return redact_text(said, strict=True)
-
-
-def _tail(data: bytes) -> str:
-    text = data.decode("utf-8", "replace").strip()
-    text = " ".join(text.split())  # one line: error messages are one line
-    # A plugin may echo a token or key while failing; error messages must never carry one.
-    return redact_text(text[-STDERR_TAIL_BYTES:], strict=True)
 
 
 class ExecProvider:
@@ -323,214 +243,14 @@ class ExecProvider:
         )
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
-        return _not_found(Job(provider, spec.command, 0.0, spec.install_hint))
-
-    # -- decoding --------------------------------------------------------------------------
+        return not_found(Job(provider, spec.command, 0.0, spec.install_hint))
 
     def decode(self, plan: AccessPlan, result: RunResult) -> Credential:
         """Validate the answer: an ExecCredential in the requested apiVersion with a credential.
 
         Messages describe what is wrong with the answer but never quote it: it may hold a token.
         """
-        spec = plan.exec
-        assert spec is not None
-
-        def bad(reason: str) -> PluginOutputError:
-            return PluginOutputError(f"exec: {spec.command} answered {reason}", provider=plan.provider, exit_code=0)
-
-        raw = result.stdout
-        if not raw.strip():
-            raise bad("nothing on stdout")
-        # client-go's universal decoder takes YAML as well as JSON. The bounded loader keeps a
-        # hostile answer (deep nesting, alias bombs) from costing more than its size; its errors
-        # never quote the answer. Every error below is raised outside the except block that saw
-        # the problem, so no exception chained to ours can carry the answer's text.
-        limits = _ANSWER_LIMITS if self.max_stdout_bytes == MAX_STDOUT_BYTES else Limits(max_bytes=self.max_stdout_bytes)
-        document = load_or_raise(
-            raw, lambda detail: bad(f"{len(raw)} bytes that are neither JSON nor YAML ({detail})"), source="answer", limits=limits
-        )
-        if not isinstance(document, dict):
-            raise bad(f"{json_type_name(document)}, not an ExecCredential object")
-        api_version, kind = document.get("apiVersion"), document.get("kind")
-        if kind != "ExecCredential":
-            raise bad(f"kind {_shown(kind, _KIND_SHAPE)}, expected 'ExecCredential'")
-        if api_version != spec.api_version:
-            raise bad(
-                f"apiVersion {_shown(api_version, _API_VERSION_SHAPE)}, but it is configured to use "
-                f"{spec.api_version!r} (the answer must use the requested version)"
-            )
-        fields = _plain_status(document)
-        if fields is None:  # anything unusual: the model reads it, and words what is wrong
-            from pydantic import ValidationError  # imported only for such an answer
-
-            from ..config.wire import ExecCredential
-            from ..config import describe_validation_error
-
-            answer = None
-            try:
-                answer = ExecCredential.model_validate(document)
-            except ValidationError as exc:
-                where, what = describe_validation_error(exc, ExecCredential)[0]
-                problem = f"an invalid ExecCredential: field {where} {what}"
-            if answer is None:
-                raise bad(problem or "an invalid ExecCredential")
-            if answer.status is None:
-                raise bad("no status field")
-            status = answer.status
-            fields = (status.expiration_timestamp, status.token, status.client_certificate_data, status.client_key_data)
-        credential = None
-        try:
-            credential = credential_from_status_fields(Credential, *fields)
-        except ValueError as exc:
-            problem = f"an unusable credential: {exc}"
-        if credential is None:
-            raise bad(problem or "an unusable credential")
-        not_after, not_before = credential.certificate_not_after, credential.certificate_not_before
-        if not_after is not None and not_before is not None:
-            # KEP-541: "The certificate must be valid at the time of execution." Clocks differ a
-            # little between machines, so a certificate from the near future is accepted.
-            now = datetime.now(timezone.utc)
-            if not_after <= now:
-                raise bad(f"a client certificate that expired at {format_rfc3339(not_after)}")
-            if not_before > now + CLOCK_SKEW:
-                raise bad(f"a client certificate that is not valid before {format_rfc3339(not_before)}")
-        return credential
-
-
-#: Fields the answer models also take under their Python names (``populate_by_name``).
-_PYTHON_SPELLINGS = frozenset({"api_version", "client_certificate_data", "client_key_data", "expiration_timestamp"})
-_STATUS_TEXT = ("token", "clientCertificateData", "clientKeyData")
-
-
-def _plain_status(document: dict[str, Any]) -> tuple[str | None, str, str, str] | None:
-    """(expirationTimestamp, token, clientCertificateData, clientKeyData) of an answer whose every
-    value has exactly the type the ExecCredential model expects; None for anything else.
-
-    Validating the usual answer through the model costs more than everything else decode does,
-    right after the plugin ran, with nothing in the CPU's caches. What this accepts, the model
-    accepts with the same values (tests/test_exec_answers.py compares them); the rest, and every
-    error, is the model's.
-    """
-    if not _PYTHON_SPELLINGS.isdisjoint(document):
-        return None
-    if "spec" in document:
-        spec = document["spec"]
-        if type(spec) is not dict or spec.get("cluster") is not None or type(spec.get("interactive", False)) is not bool:
-            return None
-    status = document.get("status")
-    if type(status) is not dict or not _PYTHON_SPELLINGS.isdisjoint(status):
-        return None
-    expiry = status.get("expirationTimestamp")
-    if expiry is not None and type(expiry) is not str:
-        return None
-    for key in _STATUS_TEXT:
-        if type(status.get(key, "")) is not str:
-            return None
-    return expiry, status.get("token", ""), status.get("clientCertificateData", ""), status.get("clientKeyData", "")
-
-
-# Values of a rejected answer are quoted only when they have the shape of what belongs there; a
-# lying plugin could put anything in them, a token included.
-_API_VERSION_SHAPE = re.compile(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*/)?v\d+(?:(?:alpha|beta)\d+)?")
-_KIND_SHAPE = re.compile(r"[A-Z][A-Za-z]{0,62}")
-
-
-def _shown(value: Any, shape: re.Pattern[str]) -> str:
-    if value is None:
-        return "missing"
-    # Anything but a short name of the expected shape: its type and size only (a placeholder
-    # cpcreds.logs recognises as already redacted).
-    hidden = f"<a {type(value).__name__} of length {len(str(value))}, not shown>"
-    return shown(value, limit=256, shape=shape, otherwise=hidden) if isinstance(value, str) else hidden
-
-
-def run_command(
-    job: Job,
-    executable: str,
-    argv: list[str],
-    env: dict[bytes, bytes],
-    *,
-    deadline: float,
-    groups: Groups,
-    max_stdout_bytes: int = MAX_STDOUT_BYTES,
-    use_pidfd: bool = True,
-    interactive: bool = False,
-    stdin: bytes | None = None,
-    pass_fds: tuple[int, ...] = (),
-) -> RunResult:
-    """Run ``executable`` once under :func:`cpcreds.exec.process.run` (a session of its own, killed
-    with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
-    as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
-    (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
-    The exec provider and the kubelet-plugin runner both run their programs through this."""
-    provider, command = job.provider, job.command
-    try:
-        result = _process.run(
-            executable,
-            argv,
-            env,
-            deadline=deadline,
-            max_stdout=max_stdout_bytes,
-            stderr_tail=STDERR_TAIL_BYTES,
-            interactive=interactive,
-            stdin=stdin,
-            pass_fds=pass_fds,
-            use_pidfd=use_pidfd,
-            groups=groups,
-        )
-    except FileNotFoundError:
-        raise _not_found(job) from None
-    except PermissionError:
-        raise PluginNotFound(f"exec: executable {command} is not executable (permission denied)", provider=provider) from None
-    except OSError as exc:
-        if exc.errno in (errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR):
-            raise PluginNotFound(f"exec: executable {command} cannot be run: {exc.strerror}", provider=provider) from None
-        error = PluginExecutionError(f"exec: cannot start {command}: {exc.strerror}", provider=provider)
-        error.call_status = CLIENT_INTERNAL_ERROR  # our side failed (fork, fds), as client-go counts it
-        raise error from None
-    if result.timed_out:
-        raise _timeout(job, result.stderr_tail)
-    if result.overflowed:
-        raise PluginExecutionError(
-            f"exec: {command} wrote more than {max_stdout_bytes} bytes to stdout; killed", provider=provider, exit_code=-1
-        )
-    if result.exit_code != 0:
-        raise _exit_error(job, result.exit_code, result.stderr_tail, result.stdout)
-    return result
-
-
-def _not_found(job: Job) -> PluginNotFound:
-    message = f"exec: executable {job.command} not found"
-    if "/" not in job.command:
-        message += " on PATH"
-    if job.install_hint:
-        message += "; install hint: " + " ".join(job.install_hint.split())
-    return PluginNotFound(message, provider=job.provider)
-
-
-def _timeout(job: Job, stderr: bytes) -> PluginTimeout:
-    message = f"exec: {job.command} did not answer within {job.timeout:g}s; its process group was killed"
-    if stderr:
-        message += f"; stderr: {_tail(stderr)}"
-    return PluginTimeout(message, provider=job.provider, exit_code=-1)
-
-
-def _exit_error(job: Job, exit_code: int, stderr: bytes, stdout: bytes) -> PluginExecutionError:
-    command = job.command
-    if exit_code < 0:
-        try:
-            name = signal.Signals(-exit_code).name
-        except ValueError:
-            name = f"signal {-exit_code}"
-        message = f"exec: {command} was killed by {name}"
-    else:
-        message = f"exec: {command} exited with code {exit_code}"
-    said = _status_message(stdout)
-    if said:
-        message += f": {said}"
-    if stderr:
-        message += f"; stderr: {_tail(stderr)}" if said else f": {_tail(stderr)}"
-    return PluginExecutionError(message, provider=job.provider, exit_code=exit_code if exit_code >= 0 else -1)
+        return decode_answer(plan, result.stdout, self.max_stdout_bytes)
 
 
 #: Kill the process group of every plugin this process is running (SIGTERM, exit); the same as
