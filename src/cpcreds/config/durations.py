@@ -15,7 +15,7 @@ from typing import Final
 
 from .._show import shown
 
-__all__ = ["MAX_NANOSECONDS", "duration_ns", "parse_duration", "format_duration"]
+__all__ = ["MAX_NANOSECONDS", "duration_ns", "parse_duration", "duration_or_none", "format_duration"]
 
 _NANOSECONDS: Final = {
     "ns": 1,
@@ -69,6 +69,19 @@ def parse_duration(text: str) -> float:
     """Seconds in a Go duration string (``"1h0m0s"`` is 3600.0, ``"1.5s"`` 1.5, ``"-1m"`` -60.0,
     ``"0"`` 0.0); the syntax and errors are :func:`duration_ns`'s. The caller checks the range."""
     return duration_ns(text) / 1e9
+
+
+def duration_or_none(value: object) -> float | None:
+    """Seconds in ``value`` when it is a Go duration string, else ``None``: for messages worded by
+    the caller (:func:`parse_duration`'s ``ValueError`` shows the value; a setting may be a secret)."""
+    if not isinstance(value, str):
+        return None
+    seconds: float | None = None
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        seconds = None
+    return seconds
 
 
 def _fraction(value: int, digits: int) -> tuple[str, int]:

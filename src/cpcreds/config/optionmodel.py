@@ -77,18 +77,11 @@ def _custom(kind: str, message: str, context: dict[str, Any] | None = None) -> E
 def _read_duration(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise _custom("duration_type", f"must be a duration such as 30s, 2m or 1h30m, not {type_name(value)}")
-    from .durations import parse_duration
+    from .durations import duration_or_none
 
-    seconds: float | None = None
-    if isinstance(value, str):
-        try:
-            seconds = parse_duration(value)
-        except ValueError:  # its message quotes the value; ours does not
-            seconds = None
-        if seconds is None:
-            raise _custom("duration_parsing", "must be a duration such as 30s, 2m or 1h30m")
-    else:
-        seconds = float(value)
+    seconds = duration_or_none(value) if isinstance(value, str) else float(value)
+    if seconds is None:
+        raise _custom("duration_parsing", "must be a duration such as 30s, 2m or 1h30m")
     if not math.isfinite(seconds):
         raise _custom("duration_parsing", "must be a duration such as 30s, 2m or 1h30m, not an endless number")
     return seconds

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .durations import parse_duration
+from .durations import duration_or_none, parse_duration
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -51,12 +51,7 @@ def entry_timeout(value: Any) -> float:
     """A provider entry's ``timeout`` in seconds; ``ValueError`` says what is wrong with it."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         raise ValueError("must be a duration string such as 30s (a bare number has no unit)")
-    seconds: float | None = None
-    if isinstance(value, str):
-        try:
-            seconds = parse_duration(value)
-        except ValueError:  # its message shows the value; ours does not
-            seconds = None
+    seconds = duration_or_none(value)
     if seconds is None:
         raise ValueError("is not a duration such as 30s, 2m or 1h30m")
     if not 0 < seconds <= MAX_TIMEOUT:
