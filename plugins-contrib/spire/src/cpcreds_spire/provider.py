@@ -15,9 +15,9 @@ plugin by :mod:`cpcreds_spire.console` (the ``cpcreds-spire`` console script, wi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpcreds.sdk import AccessPlan, Credential, ProviderError, deadline
 
@@ -35,6 +35,8 @@ SOCKET_ENV = "SPIFFE_ENDPOINT_SOCKET"
 #: The audience when neither the options nor the profile name one (the SPIFFE project's exec
 #: plugin, k8s-spiffe-workload-jwt-exec-auth, reads the same variable).
 AUDIENCE_ENV = "SPIFFE_JWT_AUDIENCE"
+
+_T = TypeVar("_T")
 
 
 class SpireProvider:
@@ -85,36 +87,22 @@ class SpireProvider:
         configured = os.environ.get(SOCKET_ENV, "")
         if not configured:
             raise _error(plan, f"no SPIFFE Workload API socket: set the socket option (-socket) or {SOCKET_ENV}")
-        problem = None
-        try:
-            return workload_address(configured)
-        except ValueError as exc:
-            problem = f"{SOCKET_ENV} {exc}"
-        raise _error(plan, problem)
+        return _read(plan, workload_address, configured, SOCKET_ENV)
 
     def _audience(self, plan: AccessPlan) -> tuple[str, ...]:
         if self.options.audience is not None:
             return self.options.audience
         config = plan.cluster.config
         if isinstance(config, Mapping) and config.get("audience") is not None:
-            return self._parse(plan, config["audience"], "audience in the ClusterProfile's client.authentication.k8s.io/exec extension")
+            return _read(plan, parse_audience, config["audience"], "audience in the ClusterProfile's client.authentication.k8s.io/exec extension")
         from_env = os.environ.get(AUDIENCE_ENV, "")
         if from_env:
-            return self._parse(plan, from_env, AUDIENCE_ENV)
+            return _read(plan, parse_audience, from_env, AUDIENCE_ENV)
         raise _error(
             plan,
             "no audience for the JWT-SVID: set the audience option (-audience), audience in the "
             f"ClusterProfile's client.authentication.k8s.io/exec extension, or {AUDIENCE_ENV}",
         )
-
-    @staticmethod
-    def _parse(plan: AccessPlan, value: Any, where: str) -> tuple[str, ...]:
-        problem = None
-        try:
-            return parse_audience(value)
-        except ValueError as exc:
-            problem = f"{where} {exc}"
-        raise _error(plan, problem)
 
 
 def _credential(plan: AccessPlan, address: str, svid: JwtSvid) -> Credential:
@@ -134,3 +122,14 @@ def _credential(plan: AccessPlan, address: str, svid: JwtSvid) -> Credential:
 
 def _error(plan: AccessPlan, message: str) -> ProviderError:
     return ProviderError(f"spire: {message}", provider=plan.provider)
+
+
+def _read(plan: AccessPlan, read: Callable[[Any], _T], value: Any, where: str) -> _T:
+    """``read(value)``, or the provider's error naming ``where`` and what is wrong with it
+    (raised outside the except: the rejected value stays out of the exception chain)."""
+    problem = ""
+    try:
+        return read(value)
+    except ValueError as exc:
+        problem = f"{where} {exc}"
+    raise _error(plan, problem)
