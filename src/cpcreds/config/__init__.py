@@ -22,36 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .provider import *  # noqa: F403
-
-__all__ = [
-    "AllowlistEntry",
-    "ExecConfig",
-    "ExecEnvVar",
-    "InteractiveMode",
-    "PluginPolicy",
-    "PolicyType",
-    "CLIArgsPolicy",
-    "EnvVarsPolicy",
-    "ProviderEntry",
-    "ProviderConfig",
-    "Settings",
-    "load_config",
-    "parse_access_provider_flag",
-    "parse_duration",
-    "json_type_name",
-    "DEFAULT_TIMEOUT",
-    "FLAG_SOURCE",
-    "MAX_CONFIG_BYTES",
-    "MAX_CONFIG_DEPTH",
-    "describe_validation_error",
-]
+    from .settings import Settings
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        # Settings (pydantic-settings) live in cpcreds.config.settings; re-exported here as before.
-        module = ".settings" if name == "Settings" else ".provider"
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # The names are provider's (its __all__ is this package's, with Settings), loaded on first use.
+    if name == "Settings":  # pydantic-settings, in cpcreds.config.settings; re-exported as before
+        value = importlib.import_module(".settings", __name__).Settings
+    else:
+        provider = importlib.import_module(".provider", __name__)
+        if name == "__all__":
+            value = [*provider.__all__, "Settings"]
+        elif name in provider.__all__:
+            value = getattr(provider, name)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
