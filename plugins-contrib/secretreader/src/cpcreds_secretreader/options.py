@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 
 from cpcreds.sdk import Duration, Options, option
 
@@ -54,10 +55,20 @@ def render_secret_name(template: str, cluster_name: str) -> str:
     return template.replace("{" + CLUSTER_NAME_FIELD + "}", cluster_name)
 
 
-def _namespace(value: str) -> str:
-    if not is_namespace(value):
-        raise ValueError("must be a namespace name (lower-case letters, digits and '-', at most 63)")
-    return value
+def _must(is_valid: Callable[[str], bool], problem: str) -> Callable[[str], str]:
+    """An option's check: the value as given when ``is_valid`` accepts it, else ``problem``."""
+
+    def check(value: str) -> str:
+        if not is_valid(value):
+            raise ValueError(problem)
+        return value
+
+    return check
+
+
+_namespace = _must(is_namespace, "must be a namespace name (lower-case letters, digits and '-', at most 63)")
+_key = _must(is_data_key, "must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)")
+_secret_name = _must(is_secret_name, "must be a Secret name (lower-case letters, digits, '-' and '.', at most 253)")
 
 
 def _line(value: str) -> str:
@@ -66,22 +77,10 @@ def _line(value: str) -> str:
     return value
 
 
-def _key(value: str) -> str:
-    if not is_data_key(value):
-        raise ValueError("must be a Secret data key (letters, digits, '-', '_' and '.', at most 253)")
-    return value
-
-
 def _template(value: str) -> str:
     problem = _template_problem(value)
     if problem:
         raise ValueError(problem)
-    return value
-
-
-def _secret_name(value: str) -> str:
-    if not is_secret_name(value):
-        raise ValueError("must be a Secret name (lower-case letters, digits, '-' and '.', at most 253)")
     return value
 
 

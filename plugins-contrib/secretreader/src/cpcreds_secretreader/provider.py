@@ -52,12 +52,12 @@ class _HubProvider:
 
     def __init__(
         self,
-        options: HubOptions,
+        options: Mapping[str, Any],
         *,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
         hub_clients: HubClients = HUB_CLIENTS,
     ) -> None:
-        self.options = options
+        self.options = self.options_model.read(options)
         self._service_account_dir = service_account_dir
         self._hub_clients = hub_clients
         self._lock = threading.Lock()  # guards _source and _namespace, set once on first use
@@ -129,9 +129,6 @@ class SecretReaderProvider(_HubProvider):
     options_model = SecretReaderOptions
     options: SecretReaderOptions
 
-    def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(SecretReaderOptions.read(options), **kwargs)
-
     def get_credential(self, plan: AccessPlan) -> Credential:
         cluster_name = self._extension(plan).get("clusterName")
         if cluster_name is None or cluster_name == "":
@@ -168,9 +165,6 @@ class KubeconfigSecretReaderProvider(_HubProvider):
     needs = "name and key (the Secret holding the kubeconfig, and its data key)"
     options_model = KubeconfigSecretReaderOptions
     options: KubeconfigSecretReaderOptions
-
-    def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(KubeconfigSecretReaderOptions.read(options), **kwargs)
 
     def get_credential(self, plan: AccessPlan) -> Credential:
         extension = self._extension(plan)
@@ -245,9 +239,6 @@ class DockerConfigSecretReaderProvider(_HubProvider):
     kind = "dockerconfig-secretreader"
     options_model = DockerConfigSecretReaderOptions
     options: DockerConfigSecretReaderOptions
-
-    def __init__(self, options: Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(DockerConfigSecretReaderOptions.read(options), **kwargs)
 
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
         # The hub helpers name the provider and bound the read by a plan's fields.
