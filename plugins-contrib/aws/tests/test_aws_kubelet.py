@@ -17,15 +17,8 @@ from hypothesis import strategies as st
 pytest.importorskip("cpcreds_aws", reason="install plugins-contrib/aws")
 
 from cpcreds import ProviderError  # noqa: E402
-from cpcreds.images.protocol import (  # noqa: E402
-    API_VERSION_V1,
-    SUPPORTED_API_VERSIONS,
-    AuthConfig,
-    CredentialProviderRequest,
-    encode_request,
-    parse_duration,
-    parse_response,
-)
+from cpcreds.images.protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS  # noqa: E402
+from cpcreds.sdk import AuthConfig, CredentialProviderRequest, encode_request, parse_duration, parse_response  # noqa: E402
 from cpcreds_aws import AwsProvider  # noqa: E402
 from tests.fakes.registry import FakeRegistry  # noqa: E402
 

@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,15 +19,8 @@ import requests
 pytest.importorskip("cpcreds_gcp", reason="install plugins-contrib/gcp")
 
 from cpcreds import ProviderError  # noqa: E402
-from cpcreds.images.protocol import (  # noqa: E402
-    API_VERSION_V1,
-    SUPPORTED_API_VERSIONS,
-    AuthConfig,
-    CredentialProviderRequest,
-    encode_request,
-    parse_duration,
-    parse_response,
-)
+from cpcreds.images.protocol import API_VERSION_V1, SUPPORTED_API_VERSIONS  # noqa: E402
+from cpcreds.sdk import AuthConfig, CredentialProviderRequest, encode_request, parse_duration, parse_response  # noqa: E402
 from cpcreds_gcp import GcpProvider  # noqa: E402
 from cpcreds_gcp.kubelet import GOOGLE_REGISTRIES, USERNAME  # noqa: E402
 from tests.fakes.fixtures import command_runner  # noqa: E402
@@ -116,28 +111,30 @@ def test_no_credentials_anywhere_is_said_in_one_line(no_outside_credentials) -> 
 # -- in-process -----------------------------------------------------------------------------------
 
 
-def test_in_process_the_held_token_is_reused_until_its_refresh_window(monkeypatch) -> None:
-    with FakeMetadataServer(token_lifetime=3599) as server:
+@contextmanager
+def provider_on_metadata_server(monkeypatch, token_lifetime: int) -> Iterator[tuple[GcpProvider, FakeMetadataServer]]:
+    """A GcpProvider whose application default credentials are a fresh metadata server's tokens."""
+    with FakeMetadataServer(token_lifetime=token_lifetime) as server:
         monkeypatch.setenv("GCE_METADATA_HOST", server.host)
         provider = GcpProvider({})
         try:
-            first = provider.get_image_credential(CredentialProviderRequest(IMAGE), timeout=5)
-            second = provider.get_image_credential(CredentialProviderRequest("gcr.io/p/other"), timeout=5)
+            yield provider, server
         finally:
             provider.close()
+
+
+def test_in_process_the_held_token_is_reused_until_its_refresh_window(monkeypatch) -> None:
+    with provider_on_metadata_server(monkeypatch, token_lifetime=3599) as (provider, server):
+        first = provider.get_image_credential(CredentialProviderRequest(IMAGE), timeout=5)
+        second = provider.get_image_credential(CredentialProviderRequest("gcr.io/p/other"), timeout=5)
         [issued] = server.issued
     assert first.auth["gcr.io"].password == second.auth["gcr.io"].password == issued.token
 
 
 def test_in_process_a_token_inside_its_refresh_window_is_not_cached(monkeypatch) -> None:
     # A 40 s token is refreshed in its last 20 s: 20 s of cache at most, then a new token.
-    with FakeMetadataServer(token_lifetime=40) as server:
-        monkeypatch.setenv("GCE_METADATA_HOST", server.host)
-        provider = GcpProvider({})
-        try:
-            response = provider.get_image_credential(CredentialProviderRequest(IMAGE), timeout=5)
-        finally:
-            provider.close()
+    with provider_on_metadata_server(monkeypatch, token_lifetime=40) as (provider, _):
+        response = provider.get_image_credential(CredentialProviderRequest(IMAGE), timeout=5)
     assert 0 < response.cache_duration <= 20
 
 
