@@ -49,7 +49,7 @@ def test_the_cluster_model_reads_into_the_plain_cluster_with_the_same_fields() -
 
 
 def test_the_plugin_request_reading_knows_the_python_spellings_of_the_models() -> None:
-    from cpcreds.exec import plugin
+    from cpcreds.exec import pluginrequest as plugin
 
     assert plugin._PYTHON_SPELLINGS == _python_spellings(api.ExecCredential, api.ExecCredentialSpec, api.ExecClusterModel)
 
@@ -65,7 +65,7 @@ _specs = st.one_of(_wire_values, st.fixed_dictionaries({}, optional={"interactiv
 @given(spec=_specs, status=st.sampled_from([None, {}, "x"]))
 def test_the_plain_request_reading_agrees_with_the_model(spec: Any, status: Any) -> None:
     # What the exec-plugin SDK reads without pydantic is what the model reads (or it defers to it).
-    from cpcreds.exec import plugin
+    from cpcreds.exec import pluginrequest as plugin
 
     document: dict[str, Any] = {"apiVersion": api.API_VERSION_V1, "kind": "ExecCredential", "spec": spec}
     if status is not None:
