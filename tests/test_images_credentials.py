@@ -78,7 +78,7 @@ def threads_waiting_on_a_flight() -> int:
     """Threads blocked in Flight.wait: the callers sharing a plugin run."""
     waiting = 0
     for frame in sys._current_frames().values():
-        if any(entry.name == "wait" and entry.filename.endswith("cpcreds/flight.py") for entry in traceback.extract_stack(frame)):
+        if any(entry.name == "wait" and entry.filename.endswith("cpcreds/engine/flight.py") for entry in traceback.extract_stack(frame)):
             waiting += 1
     return waiting
 
