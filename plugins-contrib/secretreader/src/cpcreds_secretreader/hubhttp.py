@@ -3,12 +3,12 @@ verifies the hub's certificate (its CA from the kubeconfig or the service accoun
 a client certificate, keep-alive connections pooled for many threads.
 
 Why not urllib3 (which the ``kubernetes`` client uses, and this module used before): a console
-script run reads one Secret and exits, and importing urllib3 cost it about 35 ms of a ~100 ms run
-(bench/README.md, ``bench_console_scripts.py``). What a plain hub needs of it is small: a GET
+script run reads one Secret and exits, and importing urllib3 was a large part of such a run
+(figures in bench/README.md, ``bench_console_scripts.py``). What a plain hub needs of it is small: a GET
 with a bearer token, a server name other than the host (``tls-server-name``), keep-alive reuse,
 and a timeout per request. Anything else a hub kubeconfig can ask for (a proxy, an exec or
 auth-provider user, basic auth) goes to the ``kubernetes`` client's loader instead
-(:mod:`cpcreds_secretreader.hub`), which brings urllib3 with it.
+(:mod:`cpcreds_secretreader.hubloader`), which brings urllib3 with it.
 
 Imported only when a plain hub is built: loading the plugin (``cpcreds plugins``) does not pay
 for ``http.client``.
