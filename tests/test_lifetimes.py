@@ -40,11 +40,15 @@ _BOUNDED_CACHES = {"_Call", "_Thread"}
 
 def own_objects() -> Counter[str]:
     """Live objects of cpcreds' own classes, by class name (after a full collection)."""
-    gc.unfreeze()  # serve freezes what its first sync built: get_objects() would not list it
-    gc.collect()
+    while True:
+        gc.unfreeze()  # serve freezes what its first sync built: get_objects() would not list it
+        gc.collect()
+        objects = gc.get_objects()
+        if gc.get_freeze_count() == 0:  # serve's collector thread did not freeze them meanwhile
+            break
     return Counter(
         type(o).__qualname__
-        for o in gc.get_objects()
+        for o in objects
         if str(getattr(type(o), "__module__", "")).startswith("cpcreds.") and type(o).__qualname__ not in _BOUNDED_CACHES
     )
 
