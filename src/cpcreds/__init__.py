@@ -9,7 +9,8 @@ KEP-5339 ClusterProfile credential plugins on KEP-541 exec credential providers:
 Importing this package configures nothing (no logging, no metrics server, no global state), and
 imports nothing either: each public name is imported from its module when it is first used
 (PEP 562). ``cpcreds get-credential`` answers from its disk cache through ``cpcreds._entry``,
-which Python can only import after this file; an eager import here would cost that path ~0.3 s.
+which Python can only import after this file; an eager import here would load the whole package
+on that path, which must stay close to a bare interpreter start.
 """
 
 TYPE_CHECKING = False

@@ -8,8 +8,8 @@ from typing import Any
 __all__ = ["LazyPattern"]
 
 class LazyPattern:
-    """A regular expression compiled on its first use. The redaction patterns take ~15 ms to
-    compile, and most processes that import this module (``cpcreds get-credential`` answering)
+    """A regular expression compiled on its first use. The redaction patterns are large and slow
+    to compile, and most processes that import this module (``cpcreds get-credential`` answering)
     never redact anything. Other modules use it too for patterns only an error or a rare input
     needs."""
 

@@ -391,8 +391,8 @@ class _DeferredLogger:
             if level < _ROOT_DEFAULT_LEVEL and _pending is None and "logging" not in sys.modules:
                 # Nothing can have configured a level yet (logging is not imported, and no
                 # configure_logging(on_first_use=True) waits): the root logger's default,
-                # WARNING, drops this event. Said without importing logging (~4 ms of a plugin's
-                # run whose provider logs a debug event).
+                # WARNING, drops this event. Said without importing logging, which a plugin's
+                # run whose provider logs only a debug event would otherwise load for nothing.
                 return None
             if not self._logger().isEnabledFor(level):  # what the standard logger would decide anyway
                 return None
@@ -426,7 +426,8 @@ def configure_logging(level: str = "warning", fmt: str = "console", stream: Any 
     ``on_first_use=True`` (``cpcreds get-credential``, which usually logs nothing) puts the
     handler off until :mod:`logging` is first used through cpcreds (an event of its loggers, or
     :func:`stdlib_logging` before a third-party plugin is imported), if it is not imported yet:
-    a run that logs nothing does not import it (~4 ms)."""
+    a run that logs nothing does not import it (the disk-cache hit must stay close to a bare
+    interpreter start)."""
     global _pending
     if on_first_use and "logging" not in sys.modules:
         _pending = (level, fmt, stream or sys.stderr)

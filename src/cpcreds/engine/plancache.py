@@ -118,8 +118,8 @@ class PlanCache:
         """Resolve ``profile`` (``owned``: see :func:`~cpcreds.config.access.resolve`) and remember its
         plan under ``identity`` (None: not remembered). An owned profile's plan is not
         remembered either: its one caller (a fleet) binds a profile once per change and keeps
-        the binding, so an entry would never be read again and would cost ~0.3 KB a profile
-        (the identity of a profile without a resourceVersion is its access data, marshalled)."""
+        the binding, so an entry would never be read again and would only hold memory for every
+        profile (the identity of a profile without a resourceVersion is its access data, marshalled)."""
         plan = resolve(self.config, profile, owned=owned)
         if identity is not None and not owned:
             with self._lock:

@@ -9,8 +9,8 @@
   expiry) run in a daemon thread of a :class:`ThreadPool`: an idle thread is reused, and a new one
   is started whenever none is idle, so work never queues behind a busy (or hung) thread. At most
   ``max_concurrent`` idle threads are kept, each for :data:`IDLE_SECONDS`: a fleet refreshing
-  thousands of credentials starts no thread per fetch (starting one costs ~100 µs and garbage
-  collection work), and an idle engine holds none for long. An interpreter exit waits for none.
+  thousands of credentials starts no thread per fetch (a thread's start, and the garbage it
+  leaves, would outweigh a quick fetch), and an idle engine holds none for long. An interpreter exit waits for none.
 - **In-process calls.** Python cannot stop a running function. A synchronous in-process provider
   therefore runs in a pool thread other than its caller's and is waited for until the deadline;
   past it, the caller gets :class:`~cpcreds.ProviderTimeout` and the call is *abandoned*: it keeps
@@ -128,8 +128,8 @@ class _Call:
         self.credential: Credential | None = None
         self.error: CredentialError | None = None
         # The event to wait on is made by the first waiter: most calls (Workers.start's) are
-        # settled by their callback and never waited on, and an Event costs ~3 us to make,
-        # a tenth of a first sync's fetch.
+        # settled by their callback and never waited on, and an Event (a lock and a condition)
+        # is dear to make next to a first sync's fetch.
         self._finished = False
         self._event: threading.Event | None = None
         self.settle = settle

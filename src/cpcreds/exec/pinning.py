@@ -210,7 +210,7 @@ HEAD_BYTES = 256
 
 
 def _copy_and_hash(source: int, target: int) -> tuple[str, int, bytes]:
-    import hashlib  # ~2.5 ms (OpenSSL's): only where a pin is checked, not on every exec plugin's run
+    import hashlib  # here, not at the top: it loads OpenSSL, which only a pin check needs, not every plugin run
 
     digest = hashlib.sha256()
     buffer = bytearray(_CHUNK)

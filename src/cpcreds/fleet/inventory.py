@@ -60,7 +60,7 @@ def shared(value: Any, field: str = "") -> Any:
     """``value`` (a parsed profile: dicts, lists, scalars) rebuilt with every mapping key, and
     the strings of the fields whose values repeat across a fleet, shared between profiles
     (``sys.intern``). A parser shares keys within one document at most; a fleet of 100,000
-    profiles would otherwise hold 100,000 copies of ``"accessProviders"``, ~1 KB a profile."""
+    profiles would otherwise hold 100,000 copies of ``"accessProviders"`` and of every key."""
     if type(value) is dict:
         return {sys.intern(key) if type(key) is str else key: shared(item, key) for key, item in value.items()}
     if type(value) is list:
@@ -72,7 +72,7 @@ def shared(value: Any, field: str = "") -> Any:
 
 def held(profile: dict[str, Any]) -> Mapping[str, Any]:
     """How a source holds a profile it parsed with cpcreds' loaders or ``json.loads`` (plain JSON
-    data): packed (:mod:`cpcreds.fleet.packed`, ~0.1 KB where the parsed dicts take ~1.7), else
+    data): packed (:mod:`cpcreds.fleet.packed`, far smaller than the parsed dicts), else
     (a profile too deep to encode) parsed, with its keys and repeated values shared (:func:`shared`)."""
     kept = packed(profile, plain=True)
     return kept if type(kept) is PackedProfile else shared(profile)
@@ -80,7 +80,7 @@ def held(profile: dict[str, Any]) -> Mapping[str, Any]:
 
 def _signature(info: os.stat_result) -> int:
     """A file's modification time, size and inode in one int: one object per file held, not a
-    tuple of three (~0.1 KB a profile at 100,000); equal exactly when all three are."""
+    tuple of three (a fleet holds one per file); equal exactly when all three are."""
     return (info.st_mtime_ns & _MTIME_BITS) | info.st_size << 96 | info.st_ino << 160  # a time before 1970 is negative
 
 
@@ -121,8 +121,8 @@ class Change:
 
 
 class _One(Mapping[str, Mapping[str, Any]]):
-    """The profiles of a file that holds one (most do): ``{key: profile}`` read-only, in ~50
-    bytes where a one-entry dict takes ~200 (~15 MB at 100,000 files)."""
+    """The profiles of a file that holds one (most do): ``{key: profile}`` read-only, in a
+    fraction of a one-entry dict's memory (a fleet holds one per file)."""
 
     __slots__ = ("key", "profile")
 
@@ -162,8 +162,8 @@ class DirectorySource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._files: dict[str, _File] = {}
-        # key -> the file that defines it, or the set of them when several do (rare: a set per
-        # key would cost ~0.2 KB each, 20 MB at 100,000 profiles)
+        # key -> the file that defines it, or the set of them when several do (rare: a set for
+        # every key would hold memory for every profile of a large fleet)
         self._holders: dict[str, str | set[str]] = {}
         self._problems: dict[str, str] = {}
         #: How long the last full scan took: full scans are spaced by it.

@@ -2,7 +2,8 @@
 fetched next, and at most ``concurrency`` fetches at once.
 
 One heap of due times and one timer for every cluster, instead of a task sleeping per cluster
-(a task, its coroutine and its timer cost ~1.5 KB: 150 MB at 100,000 clusters). A due cluster
+(a task, its coroutine and its timer for each of 100,000 clusters would dominate serve's
+memory). A due cluster
 waits in a queue for one of the fetch slots; its fetch runs in a task of its own, so a hung
 plugin holds one slot until its timeout and delays no other cluster. Heap entries are never
 removed at once: an entry whose cluster was rescheduled, rebound or removed since is skipped

@@ -61,7 +61,7 @@ from ..config.durations import parse_duration
 from ..logs import redact_text
 
 # cpcreds.exec.plugin (flags, building a provider) is imported by run_image_provider only: a function
-# plugin starts without it and its pydantic models (about 150 ms of every run).
+# plugin starts without it and its pydantic models, which its one-shot runs would load for nothing.
 
 __all__ = [
     "API_VERSION_V1",

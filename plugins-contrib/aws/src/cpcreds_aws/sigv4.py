@@ -1,6 +1,6 @@
 """SigV4 query presigning of a body-less GET, byte for byte as botocore's ``SigV4QueryAuth``.
 
-An EKS token is one such URL. botocore's signer module costs ~70 ms to import (``botocore.auth``
+An EKS token is one such URL. botocore's signer module is slow to import (``botocore.auth``
 loads ``botocore.compat``: urllib3, ``xml.etree``, botocore's regular expressions), several
 times a bare interpreter's start, for some twenty lines of HMAC; so an exec plugin's run signs
 here with the standard library. The steps and their order are botocore's (1.3x-1.4x), so the

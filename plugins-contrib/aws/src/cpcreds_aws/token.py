@@ -8,7 +8,7 @@ URL up to 15 minutes after its ``X-Amz-Date``, so the credential is said to expi
 
 Signed by :func:`cpcreds_aws.sigv4.presign_get` (botocore's ``SigV4QueryAuth`` steps on the
 standard library): neither a botocore client (the STS service model) nor botocore's signer
-module (~70 ms of imports) is needed for a token.
+module (several times a bare interpreter's start to import) is needed for a token.
 """
 
 from __future__ import annotations

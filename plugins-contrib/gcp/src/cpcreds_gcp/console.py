@@ -5,7 +5,7 @@ credential provider plugin for Google's registries (KEP-2133, see :mod:`cpcreds_
 Options are flags (``--scopes=a,b``); see :mod:`cpcreds_gcp.provider`.
 
 They live here, not in :mod:`cpcreds_gcp.plugin`: that module carries the pluggy hook that
-registers the type in-process, which a one-shot run does not need (~9 ms of its start).
+registers the type in-process, and a one-shot run does not need pluggy.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def _check_impersonated(info: dict[str, Any], endpoints: dict[str, str]) -> None
 
 def _service_account(info: dict[str, Any], scopes: Sequence[str]) -> google.auth.credentials.Credentials:
     """What ``service_account.Credentials.from_service_account_info`` builds, with the key loaded
-    without cryptography's RSA validity check: that check costs 40-90 ms on every run of the
+    without cryptography's RSA validity check: that check is slow, would run on every run of the
     console scripts, and a key that would fail it signs assertions the token endpoint refuses
     (``invalid_grant``), which is the error the user then sees. The file was checked by
     :func:`load_credentials_info` (client_email, an RSA private_key, token_uri)."""

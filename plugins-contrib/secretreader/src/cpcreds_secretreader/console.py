@@ -4,7 +4,7 @@ does).
 
 They live here, not in :mod:`cpcreds_secretreader.plugin`: that module carries the pluggy hook
 (``hookimpl``) that registers the types in-process, and a one-shot run that answers one request
-does not need pluggy (~9 ms of its start).
+does not need pluggy.
 """
 
 from __future__ import annotations

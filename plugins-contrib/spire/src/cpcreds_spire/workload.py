@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cpcreds.sdk import redact_text
 
-# grpc and the spiffe client (about 150 ms) are imported when the Workload API is called, not
+# grpc and the spiffe client (slow to import) are imported when the Workload API is called, not
 # when the plugin is loaded: `cpcreds plugins`, and every engine whose config has no spire entry,
 # load this module without them.
 if TYPE_CHECKING:
