@@ -12,15 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from .._show import type_name
 from ..errors import ConfigError
 from ..kep import SUPPORTED_API_VERSIONS
 from .documents import Limits, plain_copy
 from .models import PluginPolicyModel, ProviderEntryModel
 from .rules import DEFAULT_TIMEOUT, CLIArgsPolicy, EnvVarsPolicy, InteractiveMode, PolicyType
-from .wording import describe_validation_error
+from .wording import read_with
 
 __all__ = [
     "AllowlistEntry",
@@ -137,20 +135,6 @@ class ProviderEntry:
 # -- reading: the pydantic models are the one schema ------------------------------------------------
 
 
-def _worded(model: Any, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
-    """``raw`` read by the pydantic ``model`` of :mod:`.models`: (the model, []) or (None, the
-    problems in cpcreds' words)."""
-    problems: list[tuple[str, str]] = []
-    try:
-        return model.model_validate(raw), []
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, model)
-    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
-        problems = [("", "holds a value that cannot be read")]
-    # Returned outside the except blocks: pydantic's error quotes the input, which may be a secret.
-    return None, problems
-
-
 def _entry_of(model: Any) -> ProviderEntry:
     """The plain entry of a :class:`~cpcreds.config.models.ProviderEntryModel` (same fields)."""
     exec_model = model.exec_config
@@ -188,7 +172,7 @@ def _policy_of(model: Any) -> PluginPolicy:
 
 def read_policy(raw: Any, where: str, source: str | None = None) -> PluginPolicy:
     """``pluginPolicy`` read field by field (none of the file's rules across fields)."""
-    model, problems = _worded(PluginPolicyModel, raw)
+    model, problems = read_with(PluginPolicyModel, raw)
     if model is not None:
         return _policy_of(model)
     at, what = problems[0] if problems else ("", "is invalid")
@@ -205,7 +189,7 @@ def validate_entry(raw: Any, index: int | None, source: str, base_dir: Path | No
     label = entry_label(raw.get("name") if isinstance(raw, dict) else None, index)
     if not isinstance(raw, dict):
         raise ConfigError(f"must be a mapping, not {type_name(raw)}", source=source, entry=label)
-    model, problems = _worded(ProviderEntryModel, raw)
+    model, problems = read_with(ProviderEntryModel, raw)
     if model is None:
         text = "; ".join(f"field {where}: {message}" if where else message for where, message in problems)
         raise ConfigError(text or "is invalid", source=source, entry=label)

@@ -18,7 +18,7 @@ from .._show import quoted, type_name
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-__all__ = ["describe_validation_error", "word_error", "format_loc", "did_you_mean", "CHOICE_TYPES", "BOUND_TYPES"]
+__all__ = ["describe_validation_error", "field_problem", "read_with", "word_error", "format_loc", "did_you_mean", "CHOICE_TYPES", "BOUND_TYPES"]
 
 
 def did_you_mean(key: Any, known: Iterable[str]) -> str:
@@ -195,3 +195,28 @@ def describe_validation_error(
             message = word_error(err)
         problems.append((where, message))
     return problems
+
+
+def read_with(model: type[BaseModel], raw: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """``raw`` read by the pydantic ``model``: ``(the instance, [])``, or ``(None, problems)``
+    worded by :func:`describe_validation_error`. Returned, not raised: pydantic's error quotes the
+    input, which may be a secret, so the caller raises its own error outside any except block."""
+    from pydantic import ValidationError  # loaded already: the caller holds a pydantic model
+
+    problems: list[tuple[str, str]] = []
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, model)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
+        problems = [("", "holds a value that cannot be read")]
+    return None, problems
+
+
+def field_problem(what: str, problems: list[tuple[str, str]]) -> str:
+    """``"<what>: field <where> <problem>"`` for the first of ``problems`` (from
+    :func:`read_with`), or ``what`` alone when there is none."""
+    if not problems:
+        return what
+    where, problem = problems[0]
+    return f"{what}: field {where} {problem}" if where else f"{what}: {problem}"

@@ -58,19 +58,12 @@ def decode_answer(plan: AccessPlan, stdout: bytes, max_stdout_bytes: int = MAX_S
         )
     fields = _plain_status(document)
     if fields is None:  # anything unusual: the model reads it, and words what is wrong
-        from pydantic import ValidationError  # imported only for such an answer
+        from ..config.wire import ExecCredential  # pydantic, imported only for such an answer
+        from ..config.wording import field_problem, read_with
 
-        from ..config.wire import ExecCredential
-        from ..config.wording import describe_validation_error
-
-        answer = None
-        try:
-            answer = ExecCredential.model_validate(document)
-        except ValidationError as exc:
-            where, what = describe_validation_error(exc, ExecCredential)[0]
-            problem = f"an invalid ExecCredential: field {where} {what}"
+        answer, problems = read_with(ExecCredential, document)
         if answer is None:
-            raise bad(problem or "an invalid ExecCredential")
+            raise bad(field_problem("an invalid ExecCredential", problems))
         if answer.status is None:
             raise bad("no status field")
         status = answer.status

@@ -47,11 +47,11 @@ from ..kep import API_VERSION_V1, ExecCluster
 from ..plan import AccessPlan
 from .pluginflags import (
     OptionFlagError,
+    command_line,
     describe_options,
     option_flags,
     options_model_of,
     parse_option_flags,
-    print_help,
 )
 from .pluginrequest import PluginRequest, PluginRequestError, read_request, write_response
 
@@ -170,15 +170,14 @@ def run_provider(
     program's name) and exit 1; Ctrl-C exits 130. ``-h``/``--help`` describes the provider and
     exits 0.
     """
-    label = os.path.basename(sys.argv[0] or "") or name
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] in (["-h"], ["--help"]):
-        print_help(
-            f"usage: {label} [--OPTION=VALUE ...]",
-            f"Runs the cpcreds provider {name!r} as a KEP-541 exec plugin: it reads KUBERNETES_EXEC_INFO "
-            "and prints an ExecCredential in the apiVersion asked for.",
-            factory,
-        )
+    label, arguments = command_line(
+        name,
+        argv,
+        "[--OPTION=VALUE ...]",
+        f"Runs the cpcreds provider {name!r} as a KEP-541 exec plugin: it reads KUBERNETES_EXEC_INFO "
+        "and prints an ExecCredential in the apiVersion asked for.",
+        factory,
+    )
     provider = None
     try:
         given = {**dict(options or {}), **option_flags(arguments, factory)}

@@ -7,6 +7,7 @@ pydantic, or a pydantic model). The exec and the kubelet runners share them.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -17,7 +18,15 @@ from ..config.options import Options, did_you_mean
 from ..config.optionspec import annotation_text, default_text, type_text
 from .pluginrequest import PluginRequestError
 
-__all__ = ["OptionFlagError", "describe_options", "option_flags", "options_model_of", "parse_option_flags", "print_help"]
+__all__ = [
+    "OptionFlagError",
+    "command_line",
+    "describe_options",
+    "option_flags",
+    "options_model_of",
+    "parse_option_flags",
+    "print_help",
+]
 
 #: Most arguments a provider's command line may carry (argv is the client's, but bounded all the same).
 _MAX_ARGUMENTS = 256
@@ -71,6 +80,18 @@ def parse_option_flags(argv: Sequence[str]) -> dict[str, Any]:
             options[name] = value
         index += 1
     return options
+
+def command_line(name: str, argv: Sequence[str] | None, usage: str, intro: str, factory: Any) -> tuple[str, list[str]]:
+    """What a provider run as a plugin needs of its command line: the label its messages start
+    with (the program's file name, else ``name``) and its arguments (``argv``, by default
+    ``sys.argv[1:]``). With ``-h`` or ``--help`` first, prints :func:`print_help` (``usage: <label>
+    <usage>``, ``intro``) and exits 0."""
+    label = os.path.basename(sys.argv[0] or "") or name
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] in (["-h"], ["--help"]):
+        print_help(f"usage: {label} {usage}", intro, factory)
+    return label, arguments
+
 
 def options_model_of(factory: Any) -> type | None:
     """The options declaration of ``factory``: its ``options_model`` attribute when that is a

@@ -62,19 +62,12 @@ def read_request(environ: Mapping[str, str] | None = None, *, default_api_versio
     plain = _read_plain_spec(document)
     if plain is not None:
         return PluginRequest(api_version=api_version, interactive=plain[0], cluster=plain[1])
-    from pydantic import ValidationError
+    from ..config.wire import ExecCredential  # pydantic, imported only for such a request
+    from ..config.wording import field_problem, read_with
 
-    from ..config.wire import ExecCredential
-    from ..config.wording import describe_validation_error
-
-    request = None
-    try:
-        request = ExecCredential.model_validate(document)
-    except ValidationError as exc:
-        where, what = describe_validation_error(exc, ExecCredential)[0]
-        problem = f"{EXEC_INFO_ENV}: field {where} {what}"
+    request, problems = read_with(ExecCredential, document)
     if request is None:
-        raise PluginRequestError(problem or f"{EXEC_INFO_ENV} is not a valid ExecCredential")
+        raise PluginRequestError(field_problem(EXEC_INFO_ENV, problems) if problems else f"{EXEC_INFO_ENV} is not a valid ExecCredential")
     return PluginRequest(api_version=api_version, interactive=request.spec.interactive, cluster=request.spec.cluster)
 
 

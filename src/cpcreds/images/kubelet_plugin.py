@@ -260,18 +260,17 @@ def run_image_provider(
     line on stderr (prefixed by the program's name) and exit 1. ``-h``/``--help`` describes the
     provider and exits 0.
     """
-    from ..exec.plugin import build_provider, close_provider, option_flags, print_help
+    from ..exec.plugin import build_provider, close_provider, command_line, option_flags
 
-    label = os.path.basename(sys.argv[0] or "") or name
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] in (["-h"], ["--help"]):
-        print_help(
-            f"usage: {label} [--OPTION=VALUE ...] < CredentialProviderRequest",
-            f"Runs the cpcreds provider {name!r} as a kubelet image credential provider plugin (KEP-2133): "
-            "it reads a CredentialProviderRequest on stdin and prints a CredentialProviderResponse in the "
-            f"same apiVersion. {TIMEOUT_ENV} bounds a run (default {DEFAULT_TIMEOUT:g}s).",
-            factory,
-        )
+    label, arguments = command_line(
+        name,
+        argv,
+        "[--OPTION=VALUE ...] < CredentialProviderRequest",
+        f"Runs the cpcreds provider {name!r} as a kubelet image credential provider plugin (KEP-2133): "
+        "it reads a CredentialProviderRequest on stdin and prints a CredentialProviderResponse in the "
+        f"same apiVersion. {TIMEOUT_ENV} bounds a run (default {DEFAULT_TIMEOUT:g}s).",
+        factory,
+    )
 
     def work(deadline: float) -> tuple[CredentialProviderResponse, str]:
         given = {**dict(options or {}), **option_flags(arguments, factory)}
