@@ -212,6 +212,8 @@ _line = st.tuples(st.sampled_from(["", " ", "  ", "   ", "    "]), st.lists(_pie
 @example(lines=["---", "a: 1"])
 @example(lines=["---", "---", "a: 1"])
 @example(lines=["---", "a: 1", "---", "b: 2"])
+@example(lines=["&x : &x "])  # an anchor defined twice: PyYAML's composer refuses it
+@example(lines=["a: &x 1", "---", "b: &x 2"])  # once per document is fine
 def test_yaml_shaped_text_pyyaml_refuses_is_refused(lines: list[str]) -> None:
     check("\n".join(lines) + "\n")
 

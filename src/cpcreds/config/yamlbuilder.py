@@ -120,6 +120,13 @@ def _show_tag(tag: str) -> str:
 _MISSING = object()
 
 
+def _new_anchor(name: str, anchors: dict[str, Any], open_anchors: set[str]) -> None:
+    # PyYAML's composer refuses an anchor defined twice in one document (YAML 1.2 would let the
+    # second win); what PyYAML refuses, cpcreds refuses.
+    if name in anchors or name in open_anchors:
+        raise _Problem("an anchor is defined twice", "aliases")
+
+
 class _Frame:
     __slots__ = ("value", "is_map", "key", "lines", "anchor", "size", "height", "merges", "line", "expanded_from")
 
@@ -242,6 +249,7 @@ class YamlBuilder:
                         value = _tagged(tag, raw)
                     expanded += len(raw) + 1
                     if event.anchor is not None:
+                        _new_anchor(event.anchor, anchors, open_anchors)
                         anchors[event.anchor] = _Anchor(value, 1, 0, raw, len(raw) + 1)
                     root = self._attach(stack, value, 1, 0, root, raw)
                 elif kind is map_start or kind is seq_start:
@@ -258,6 +266,7 @@ class YamlBuilder:
                     frame = _Frame({} if is_map else [], is_map, event.anchor, self.line, expanded)
                     expanded += 2
                     if event.anchor is not None:
+                        _new_anchor(event.anchor, anchors, open_anchors)
                         open_anchors.add(event.anchor)
                     stack.append(frame)
                 elif kind is map_end or kind is seq_end:
