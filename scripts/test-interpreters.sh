@@ -40,7 +40,8 @@ for minor in 11 12 13; do
   step "Python 3.$minor ($python): creating $VENV"
   "$python" -m venv "$VENV"
   step "Python 3.$minor: installing cpcreds, its test dependencies and $((${#plugins[@]} / 2)) contrib plugins (newest releases)"
-  pip_install -e '.[test]' "${plugins[@]}"
+  uv_install -e '.[test]' "${plugins[@]}"
+  "$VENV/bin/python" -m compileall -q -j 0 src plugins-contrib tests >/dev/null  # as scripts/test.sh does
   step "Python 3.$minor: running the tests"
   "$VENV/bin/python" -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
 done

@@ -13,9 +13,9 @@ plugins=()
 for plugin in plugins-contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && plugins+=(-e "$plugin")
 done
-# One pip run for everything: one resolution instead of one per distribution.
+# One install for everything: one resolution instead of one per distribution.
 step "installing cpcreds, its test dependencies and $((${#plugins[@]} / 2)) contrib plugins (newest releases)"
-pip_install -e '.[test]' "${plugins[@]}"
+uv_install -e '.[test]' "${plugins[@]}"
 # get-credential's disk cache goes to a folder of this run, never the user's ~/.cache/cpcreds
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
@@ -29,5 +29,8 @@ if [ "${CI:-}" = true ] && ! command -v chromium >/dev/null && command -v apt-ge
   step "installing chromium for the status page's browser test"
   apt-get install -y -qq chromium >/dev/null || echo "chromium could not be installed: its test will skip"
 fi
+# This machine may set PYTHONDONTWRITEBYTECODE, so the hundreds of processes the tests start
+# (cpcreds commands, plugins, serve) would each compile cpcreds' modules again: compile them once.
+.venv/bin/python -m compileall -q -j 0 src plugins-contrib tests >/dev/null
 step "running the tests"
 .venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
