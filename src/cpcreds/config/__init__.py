@@ -15,22 +15,24 @@ The names below are loaded on first use, so a module that needs only the documen
 plugin reading its answer) does not load the models.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# Nothing imported at the top, not even typing: kubectl's hit path (cpcreds.cli.diskcache) reads
+# CPCREDS_CACHE through .switches, and importing a submodule runs this file first.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .provider import *  # noqa: F403
     from .settings import Settings
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     # The names are provider's (its __all__ is this package's, with Settings), loaded on first use.
+    from importlib import import_module
+
     if name == "Settings":  # pydantic-settings, in cpcreds.config.settings; re-exported as before
-        value = importlib.import_module(".settings", __name__).Settings
+        value = import_module(".settings", __name__).Settings
     else:
-        provider = importlib.import_module(".provider", __name__)
+        provider = import_module(".provider", __name__)
         if name == "__all__":
             value = [*provider.__all__, "Settings"]
         elif name in provider.__all__:

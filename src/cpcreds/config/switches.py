@@ -3,14 +3,14 @@
 cpcreds is imported) and the settings' declaration (:mod:`cpcreds.config.settings`), so both read
 it alike. Imports nothing."""
 
-from __future__ import annotations
-
-from collections.abc import Mapping
+TYPE_CHECKING = False  # typing is not imported on kubectl's hit path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["cache_setting"]
 
 
-def cache_setting(environ: Mapping[str, str]) -> bool | None:
+def cache_setting(environ: "Mapping[str, str]") -> "bool | None":
     """``CPCREDS_CACHE``: True when unset or on (``on``, ``1``, ``true``, ``yes``), False when off
     (``off``, ``0``, ``false``, ``no``), None for anything else (an error for the caller to name)."""
     value = environ.get("CPCREDS_CACHE", "").strip().lower()
