@@ -41,6 +41,8 @@ def describe(name: str) -> list[str]:
             elif inspect.isfunction(value):
                 lines.append(f"  {name}.{member}{_signature(value)}")
         return lines
+    if type(obj).__module__ in ("typing", "types", "collections.abc"):  # a type alias (Callable[...]):
+        return [f"{name}: {type(obj).__name__}"]  # its signature reads differently on each Python
     if callable(obj) and not isinstance(obj, (str, int, float, tuple)) and _signature(obj):
         return [f"def {name}{_signature(obj)}"]
     return [f"{name} = {obj!r}" if isinstance(obj, (str, int, float, tuple)) else f"{name}: {type(obj).__name__}"]
