@@ -26,7 +26,7 @@ from .switches import cache_setting
 from ..errors import ConfigError
 from ..kep import API_VERSION_V1
 
-__all__ = ["Settings", "SettingInfo", "describe", "ENV_PREFIX", "LogLevel", "LogFormat", "choices_text", "camel_case"]
+__all__ = ["DeclaredSettings", "Settings", "SettingInfo", "describe", "ENV_PREFIX", "LogLevel", "LogFormat", "choices_text", "camel_case"]
 
 ENV_PREFIX = "CPCREDS_"
 
@@ -39,7 +39,61 @@ def _lower(value: Any) -> Any:
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lower)]
 LogFormat = Annotated[Literal["console", "json"], BeforeValidator(_lower)]
 
-_environ: ContextVar[Mapping[str, str] | None] = ContextVar("cpcreds_settings_environ", default=None)
+#: What one construction of a :class:`DeclaredSettings` was handed besides its keywords (see
+#: :meth:`DeclaredSettings.given_sources`): pydantic-settings asks for its sources from a
+#: classmethod, so the mapping is set here for the duration of that construction.
+_given: ContextVar[Mapping[str, Any] | None] = ContextVar("cpcreds_settings_given", default=None)
+
+
+class DeclaredSettings(BaseSettings):
+    """What the command's :class:`Settings` and serve's
+    :class:`~cpcreds.serve.settings.ServeSettings` share: keyword arguments first, then
+    ``CPCREDS_*`` variables and one mapping handed to the construction (``given=``), never a
+    ``.env`` file or a secrets folder; a value that is not allowed is one
+    :class:`~cpcreds.errors.ConfigError` (:meth:`refusal`), raised outside pydantic's
+    ``except`` so the ``ValidationError``, which holds the values, is not chained to it."""
+
+    def __init__(self, *, given: Mapping[str, Any] | None = None, **values: Any) -> None:
+        token = _given.set(given)
+        problems: list[tuple[str, str]] = []
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = self.describe_problems(exc)
+        except SettingsError:  # pydantic-settings could not decode a variable
+            problems = [("", "a CPCREDS_* environment variable cannot be read")]
+        finally:
+            _given.reset(token)
+        if problems:
+            raise self.refusal(problems)
+
+    @classmethod
+    def describe_problems(cls, exc: ValidationError) -> list[tuple[str, str]]:
+        """(setting, message) for each of pydantic's errors."""
+        raise NotImplementedError
+
+    @classmethod
+    def refusal(cls, problems: list[tuple[str, str]]) -> ConfigError:
+        """The one error for these problems."""
+        raise NotImplementedError
+
+    @classmethod
+    def given_sources(
+        cls, settings_cls: type[BaseSettings], env_settings: PydanticBaseSettingsSource, given: Mapping[str, Any] | None
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The sources after the keywords, given what the construction was handed."""
+        raise NotImplementedError
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, *cls.given_sources(settings_cls, env_settings, _given.get()))
 
 
 class _GivenEnvironment(InitSettingsSource):
@@ -51,7 +105,7 @@ class _GivenEnvironment(InitSettingsSource):
         super().__init__(settings_cls, init_kwargs={k: v for k, v in values.items() if k in settings_cls.model_fields})
 
 
-class Settings(BaseSettings):
+class Settings(DeclaredSettings):
     """Process settings, from ``CPCREDS_*`` environment variables (names in any case), overridden
     by keyword arguments (``Settings(log_level="debug")``); ``environ=`` reads another mapping
     instead of ``os.environ``. A value that is not allowed is a :class:`~cpcreds.errors.ConfigError`
@@ -84,31 +138,23 @@ class Settings(BaseSettings):
         unknown = set(values) - set(type(self).model_fields)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        token = _environ.set(environ)
-        problems: list[tuple[str, str]] = []
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            problems = _problems(exc, type(self))
-        except SettingsError:  # pydantic-settings could not decode a variable
-            problems = [("", "a CPCREDS_* environment variable cannot be read")]
-        finally:
-            _environ.reset(token)
-        if problems:  # raised here, outside the except: the ValidationError holds the values
-            variables = ", ".join(f"{ENV_PREFIX}{name.upper()}" for name, _ in problems if name) or "CPCREDS_*"
-            raise ConfigError("; ".join(message for _, message in problems), source=variables)
+        super().__init__(given=environ, **values)
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
+    def describe_problems(cls, exc: ValidationError) -> list[tuple[str, str]]:
+        return _problems(exc, cls)
+
+    @classmethod
+    def refusal(cls, problems: list[tuple[str, str]]) -> ConfigError:
+        variables = ", ".join(f"{ENV_PREFIX}{name.upper()}" for name, _ in problems if name) or "CPCREDS_*"
+        return ConfigError("; ".join(message for _, message in problems), source=variables)
+
+    @classmethod
+    def given_sources(
+        cls, settings_cls: type[BaseSettings], env_settings: PydanticBaseSettingsSource, given: Mapping[str, Any] | None
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        environ = _environ.get()
-        return (init_settings, env_settings if environ is None else _GivenEnvironment(settings_cls, environ))
+        # environ= stands for the process environment.
+        return (env_settings if given is None else _GivenEnvironment(settings_cls, given),)
 
     @field_validator("cache", mode="before")
     @classmethod

@@ -10,25 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ..config import describe_validation_error, parse_duration
 from ..errors import ConfigError
-from ..config.settings import LogFormat, LogLevel, camel_case
+from ..config.settings import DeclaredSettings, LogFormat, LogLevel, camel_case
 from ..shard import STATUS_URL
 
 __all__ = ["ServeSettings", "UnusableFolder", "DEFAULT_LISTEN", "parse_listen"]
 
 #: Loopback only by default: the status page and metrics name every cluster of the fleet.
 DEFAULT_LISTEN = "127.0.0.1:9733"
-
-_section: ContextVar[Mapping[str, Any]] = ContextVar("cpcreds_serve_section", default={})
-
 
 class UnusableFolder(ConfigError):
     """A folder setting names something serve cannot use at start (``--profiles-dir`` missing,
@@ -45,9 +41,8 @@ def _snake(key: str) -> str:
 class _SectionSource(InitSettingsSource):
     """The ``serve:`` section of the config file, its camelCase keys in the fields' spelling."""
 
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        section = {(_snake(k) if isinstance(k, str) else k): v for k, v in _section.get().items()}
-        super().__init__(settings_cls, init_kwargs=section)
+    def __init__(self, settings_cls: type[BaseSettings], section: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls, init_kwargs={(_snake(k) if isinstance(k, str) else k): v for k, v in section.items()})
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -66,7 +61,7 @@ def _seconds(value: Any, what: str, *, allow_zero: bool = False) -> float:
     return seconds
 
 
-class ServeSettings(BaseSettings):
+class ServeSettings(DeclaredSettings):
     """Everything ``cpcreds serve`` can be told. Durations are Go durations (``30s``, ``5m``)."""
 
     model_config = SettingsConfigDict(env_prefix="CPCREDS_", extra="forbid", validate_default=True)
@@ -139,15 +134,24 @@ class ServeSettings(BaseSettings):
     log_format: LogFormat = Field("console", description="console or json", json_schema_extra={"metavar": "FORMAT"})
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
+    def given_sources(
+        cls, settings_cls: type[BaseSettings], env_settings: PydanticBaseSettingsSource, given: Mapping[str, Any] | None
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _SectionSource(settings_cls))
+        # given= is the config file's serve: section, below the environment.
+        return (env_settings, _SectionSource(settings_cls, given or {}))
+
+    @classmethod
+    def describe_problems(cls, exc: ValidationError) -> list[tuple[str, str]]:
+        return describe_validation_error(exc, cls)
+
+    @classmethod
+    def refusal(cls, problems: list[tuple[str, str]]) -> ConfigError:
+        where, what = problems[0]
+        if not where:
+            return ConfigError(what, source="serve settings")
+        name = where.split(".")[0]
+        spelled = f"--{name.replace('_', '-')} / CPCREDS_{name.upper()} / serve.{camel_case(name)}"
+        return ConfigError(f"{spelled}: {what}", source="serve settings")
 
     @field_validator("namespaces", mode="before")
     @classmethod
@@ -215,19 +219,4 @@ class ServeSettings(BaseSettings):
         config's ``serve:`` section. A bad value is a :class:`~cpcreds.ConfigError` naming the
         setting in all three spellings."""
         given = {key: value for key, value in flags.items() if value is not None}
-        token = _section.set(dict(section or {}))
-        problems: list[tuple[str, str]] = []
-        try:
-            return cls(**given)
-        except ValidationError as exc:
-            problems = describe_validation_error(exc, cls)
-        except SettingsError:  # pydantic-settings could not even decode an environment value
-            problems = [("", "a CPCREDS_* environment variable cannot be read")]
-        finally:
-            _section.reset(token)
-        where, what = problems[0] if problems else ("", "are not valid")
-        if not where:
-            raise ConfigError(what, source="serve settings")
-        name = where.split(".")[0]
-        spelled = f"--{name.replace('_', '-')} / CPCREDS_{name.upper()} / serve.{camel_case(name)}"
-        raise ConfigError(f"{spelled}: {what}", source="serve settings")
+        return cls(given=dict(section or {}), **given)
