@@ -192,7 +192,7 @@ def _document(data: bytes, max_depth: int) -> Any:
 
 def _document_through_the_general_path(data: bytes, max_depth: int) -> Any:
     try:
-        documents = _parse.load_documents(data, source="answer", max_depth=max_depth)
+        documents = _parse.load_documents(data, source="answer", limits=_parse.Limits(max_depth=max_depth))
     except _parse.DocumentError as exc:
         return "error", str(exc), exc.kind, exc.line
     if len(documents) > 1:

@@ -182,9 +182,7 @@ def load_or_raise(
     max_bytes, max_depth, max_aliases, max_nodes = limits
     try:
         if many:
-            return load_documents(
-                data, source=source, syntax=syntax, max_bytes=max_bytes, max_depth=max_depth, max_aliases=max_aliases, max_nodes=max_nodes
-            )
+            return load_documents(data, source=source, syntax=syntax, limits=limits)
         return load_document(
             data, source=source, syntax=syntax, max_bytes=max_bytes, max_depth=max_depth, max_aliases=max_aliases, max_nodes=max_nodes
         )
@@ -212,18 +210,10 @@ def read_or_raise(path: str | os.PathLike[str], error: Callable[[str], BaseExcep
     raise error(reason)
 
 
-def load_documents(
-    data: str | bytes,
-    *,
-    source: str,
-    syntax: Syntax = "auto",
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
-    max_aliases: int = DEFAULT_MAX_ALIASES,
-    max_nodes: int = DEFAULT_MAX_NODES,
-) -> list[Any]:
-    """Parse every document of a YAML stream (or the one JSON document) into a list."""
-    return _load_text(_text(data, source, max_bytes), source, syntax, max_bytes, max_depth, max_aliases, max_nodes)
+def load_documents(data: str | bytes, *, source: str, syntax: Syntax = "auto", limits: Limits = Limits()) -> list[Any]:
+    """Parse every document of a YAML stream (or the one JSON document) into a list, within
+    ``limits``."""
+    return _load_text(_text(data, source, limits.max_bytes), source, syntax, *limits)
 
 
 def _load_text(text: str, source: str, syntax: Syntax, max_bytes: int, max_depth: int, max_aliases: int, max_nodes: int) -> list[Any]:
