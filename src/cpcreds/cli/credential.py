@@ -1,5 +1,5 @@
-"""``cpcreds get-credential`` past the disk cache (a miss, or a run the cache does not serve) and
-``cpcreds cache``. kubectl runs get-credential before every request; a hit is answered earlier,
+"""``cpcreds get-credential`` past the disk cache (a miss, or a run the cache does not serve);
+``cpcreds cache`` is :mod:`cpcreds.cli.cachelist`. kubectl runs get-credential before every request; a hit is answered earlier,
 by :mod:`cpcreds._entry` and :mod:`cpcreds.cli.diskcache`, before this module is imported."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..config.settings import Settings
 from . import diskcache
 from .common import config_path, engine, load_provider_config, profiles, render
 
-__all__ = ["get_credential", "cache"]
+__all__ = ["get_credential"]
 
 
 def _disk_cache_key(args: argparse.Namespace, settings: Settings) -> diskcache.CacheKey | None:
@@ -83,7 +83,8 @@ def get_credential(args: argparse.Namespace, settings: Settings) -> int:
     config = load_provider_config(args, settings)
     (profile,) = profiles(args)
     with engine(config) as running:
-        credential = running.get_credential(profile)
+        answer = running.get_answer(profile)  # with the plan that answered, for cache list
+    credential = answer.credential
     text = render(credential.to_exec_credential(api_version), args.output, compact=True)
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -95,20 +96,8 @@ def get_credential(args: argparse.Namespace, settings: Settings) -> int:
         now = time.time()
         # Served until a running engine would refresh it: e.g. 55 min of a 1 h token.
         serve_until = RefreshPolicy().refresh_at(now, credential.expiration_timestamp.timestamp())
-        diskcache.store(cache_key, text.encode("utf-8"), serve_until, os.environ, now=now)
-    return 0
+        from .cachelist import describe
 
-
-def cache(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        directory, removed = diskcache.clear(os.environ, args.profile)
-    except diskcache.UntrustedCacheDir as exc:
-        raise CredentialError(str(exc)) from None
-    except OSError as exc:
-        where = exc.filename or "the cache directory"
-        raise CredentialError(f"{where}: cannot clear: {exc.strerror or type(exc).__name__}") from None
-    what = f"{removed} cached credential{'' if removed == 1 else 's'}"
-    if args.profile is not None:
-        what += f" of {args.profile}"
-    print(f"removed {what} from {directory}")
+        about = describe(profile, answer.plan, credential, api_version, cache_key.profile)
+        diskcache.store(cache_key, text.encode("utf-8"), serve_until, os.environ, now=now, about=about)
     return 0

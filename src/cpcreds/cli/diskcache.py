@@ -4,7 +4,10 @@ last run is good until shortly before its credential expires.
 
 Where: ``$XDG_CACHE_HOME/cpcreds`` (an absolute ``XDG_CACHE_HOME``; else ``~/.cache/cpcreds``),
 mode 0700, one file per cache key, mode 0600, each written to a temporary file and renamed into
-place, so that a reader sees the old file or the new one, never a part.
+place, so that a reader sees the old file or the new one, never a part. A file is a header line
+(:data:`MAGIC`, the serve-until time, a check digest), a line describing the entry for ``cpcreds
+cache list`` (JSON written by :mod:`cpcreds.cli.cachelist`: the cluster, the provider, the kind of
+credential and its expiry, never the credential), and the answer.
 
 The key (:func:`cache_key`) is a BLAKE2b digest of everything that decides the answer: the
 command's arguments, the path and content of the provider config file and of the profile file,
@@ -15,8 +18,8 @@ A changed config or profile is a different key: the old answer is never served f
 
 A file is trusted only when it is a regular file (not a link), owned by this user, mode 0600, at
 most :data:`MAX_FILE_BYTES`, in a directory owned by this user that no one else may enter, and its
-header's check digest matches the key, the serve-until time and the answer. Anything else is a
-miss, and the next answer replaces the file.
+header's check digest matches the key, the serve-until time, the description and the answer.
+Anything else is a miss, and the next answer replaces the file.
 
 This module runs on every kubectl command: it imports only modules the interpreter has already
 loaded at start-up, and ``_blake2``.
@@ -49,12 +52,20 @@ __all__ = [
     "store",
     "clear",
     "UntrustedCacheDir",
+    "read_file",
+    "split_file",
+    "profile_tag",
+    "checked_dir",
     "NOT_IN_KEY",
+    "MAGIC",
+    "SUFFIX",
     "MAX_FILE_BYTES",
 ]
 
 #: First field of every file's header; a new layout gets a new name, and old files are misses.
-MAGIC = b"cpcreds-credential-cache-1"
+MAGIC = b"cpcreds-credential-cache-2"
+#: What every layout's name starts with (``cache list`` tells an older layout from a stranger).
+MAGIC_FAMILY = b"cpcreds-credential-cache-"
 #: Largest cache file read or written (an answer with a client certificate is a few KiB).
 MAX_FILE_BYTES = 1024 * 1024
 #: Largest config or profile file hashed for a key (the profile loader's own bound).
@@ -116,7 +127,7 @@ def cache_dir(environ: "Mapping[str, str]") -> "str | None":
     return os.path.join(base, "cpcreds")
 
 
-def _profile_tag(real_path: str) -> str:
+def profile_tag(real_path: str) -> str:
     # The first part of a file's name, so that `cache clear --profile FILE` finds that file's entries.
     return blake2b(os.fsencode(real_path), digest_size=8, person=b"cpcreds-profile").hexdigest()
 
@@ -211,13 +222,14 @@ def cache_key(argv: "Sequence[str]", environ: "Mapping[str, str]", cwd: "str | N
     if content is None:
         return None
     _update(digest, b"profile", os.fsencode(real_profile), content)
-    name = f"{_profile_tag(real_profile)}-{digest.hexdigest()}{SUFFIX}"
+    name = f"{profile_tag(real_profile)}-{digest.hexdigest()}{SUFFIX}"
     return CacheKey(name, digest.digest(), tuple(argv), cwd, real_config, real_profile)
 
 
-def _check(key: CacheKey, serve_until: int, answer: bytes) -> bytes:
+def _check(key: CacheKey, serve_until: int, body: bytes) -> bytes:
+    # ``body`` is everything after the header: the description line and the answer.
     digest = blake2b(digest_size=32, person=b"cpcreds-check-v1")
-    _update(digest, key.digest, b"%d" % serve_until, answer)
+    _update(digest, key.digest, b"%d" % serve_until, body)
     return digest.hexdigest().encode()
 
 
@@ -229,42 +241,89 @@ def _trusted_dir(path: str) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077
 
 
+def checked_dir(directory: "str | None") -> "tuple[bool, str]":
+    """Whether the cache directory exists, and what makes it one get-credential does not read
+    ("" when nothing does). :class:`UntrustedCacheDir` when it is no directory of this user's,
+    which cpcreds neither reads nor writes."""
+    if directory is None:
+        raise UntrustedCacheDir("no cache directory: set XDG_CACHE_HOME or HOME")
+    try:
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return False, ""
+    if not stat.S_ISDIR(info.st_mode):
+        raise UntrustedCacheDir(f"{directory}: not a directory")
+    if info.st_uid != os.geteuid():
+        raise UntrustedCacheDir(f"{directory}: owned by user {info.st_uid}, not by this user; cpcreds does not use it")
+    if info.st_mode & 0o077:
+        return True, f"others may enter it (mode {stat.S_IMODE(info.st_mode):04o}): get-credential reads none of it until its next answer makes it 0700"
+    return True, ""
+
+
+def _file_problem(info: "os.stat_result") -> str:
+    """Why a cache file of this status is not trusted, or "" (see the module's docstring)."""
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"owned by user {info.st_uid}, not by this user"
+    if stat.S_IMODE(info.st_mode) != 0o600:
+        return f"mode {stat.S_IMODE(info.st_mode):04o}, not 0600"
+    if info.st_nlink > 1:  # 0: replaced since we opened it, which is fine; 2+: linked from elsewhere
+        return "another hard link to it exists"
+    if info.st_size > MAX_FILE_BYTES:
+        return "larger than 1 MiB"
+    return ""
+
+
+def read_file(path: str) -> "bytes | str":
+    """The content of the cache file at ``path`` when it is one cpcreds may trust (a regular file,
+    not followed through a link, this user's, mode 0600, one link, at most
+    :data:`MAX_FILE_BYTES`), else a few words saying why not. Its content is not checked here."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block us
+    except OSError as exc:
+        return "a symbolic link" if os.path.islink(path) else f"cannot be opened ({exc.strerror or type(exc).__name__})"
+    try:
+        problem = _file_problem(os.fstat(fd))
+        if problem:
+            return problem
+        data = _read_fd(fd, MAX_FILE_BYTES)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    finally:
+        os.close(fd)
+    return "larger than 1 MiB" if data is None else data
+
+
+def split_file(data: bytes) -> "tuple[int, bytes, bytes] | None":
+    """A cache file's content as (serve-until time, check digest, body), or None when its header
+    is not this layout's. The body is the description line and the answer."""
+    header, newline, body = data.partition(b"\n")
+    fields = header.split(b" ")
+    # At most 20 digits: int() refuses thousands of them, and no time of use has more.
+    if not newline or len(fields) != 3 or fields[0] != MAGIC or not fields[1].isdigit() or len(fields[1]) > 20:
+        return None
+    return int(fields[1]), fields[2], body
+
+
 def lookup(key: CacheKey, environ: "Mapping[str, str]", now: "float | None" = None) -> "bytes | None":
     """The cached answer for ``key`` (the exact bytes the full path printed), or None."""
     directory = cache_dir(environ)
     if directory is None or not _trusted_dir(directory):
         return None
-    try:
-        fd = os.open(os.path.join(directory, key.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    data = read_file(os.path.join(directory, key.name))
+    if type(data) is not bytes:
         return None
-    try:
-        info = os.fstat(fd)
-        if not (
-            stat.S_ISREG(info.st_mode)
-            and info.st_uid == os.geteuid()
-            and stat.S_IMODE(info.st_mode) == 0o600
-            and info.st_nlink <= 1  # 0: replaced since we opened it, which is fine; 2+: linked from elsewhere
-            and info.st_size <= MAX_FILE_BYTES
-        ):
-            return None
-        data = _read_fd(fd, MAX_FILE_BYTES)
-    except OSError:
+    parts = split_file(data)
+    if parts is None:
         return None
-    finally:
-        os.close(fd)
-    if data is None:
-        return None
-    header, newline, answer = data.partition(b"\n")
-    fields = header.split(b" ")
-    if not newline or len(fields) != 3 or fields[0] != MAGIC or not fields[1].isdigit():
-        return None
-    serve_until = int(fields[1])
+    serve_until, check, body = parts
     if serve_until <= (time.time() if now is None else now):
         return None
-    if fields[2] != _check(key, serve_until, answer):
+    if check != _check(key, serve_until, body):
         return None
-    return answer
+    _, newline, answer = body.partition(b"\n")
+    return answer if newline else None
 
 
 def _prepare_dir(directory: str) -> bool:
@@ -281,15 +340,18 @@ def _prepare_dir(directory: str) -> bool:
     return True
 
 
-def store(key: CacheKey, answer: bytes, serve_until: float, environ: "Mapping[str, str]", now: "float | None" = None) -> bool:
+def store(
+    key: CacheKey, answer: bytes, serve_until: float, environ: "Mapping[str, str]", now: "float | None" = None, about: bytes = b"{}"
+) -> bool:
     """Write ``answer`` (the bytes printed) for ``key``, to be served until ``serve_until`` (Unix
-    time), replacing the file atomically. Nothing is written, and False returned, when
-    ``serve_until`` has passed, the answer is too large, the directory is not ours or not
-    writable, or the config or profile file changed since ``key`` was computed (the answer may
-    come from the old content or the new one)."""
+    time), replacing the file atomically; ``about`` is the one-line description ``cpcreds cache
+    list`` shows (:func:`cpcreds.cli.cachelist.describe`). Nothing is written, and False
+    returned, when ``serve_until`` has passed, the answer is too large, ``about`` is not one
+    line, the directory is not ours or not writable, or the config or profile file changed since
+    ``key`` was computed (the answer may come from the old content or the new one)."""
     now = time.time() if now is None else now
     until = int(serve_until)
-    if until <= now or len(answer) > MAX_FILE_BYTES - 256:
+    if until <= now or len(answer) + len(about) > MAX_FILE_BYTES - 256 or b"\n" in about:
         return False
     again = cache_key(key.argv, environ, key.cwd)
     if again is None or again.digest != key.digest:
@@ -298,7 +360,8 @@ def store(key: CacheKey, answer: bytes, serve_until: float, environ: "Mapping[st
     if directory is None or not _prepare_dir(directory):
         return False
     _prune(directory, now)
-    data = b"%s %d %s\n%s" % (MAGIC, until, _check(key, until, answer), answer)
+    body = b"%s\n%s" % (about, answer)
+    data = b"%s %d %s\n%s" % (MAGIC, until, _check(key, until, body), body)
     final = os.path.join(directory, key.name)
     temporary = os.path.join(directory, f".{key.name}.{os.urandom(6).hex()}.tmp")
     try:
@@ -346,17 +409,11 @@ def clear(environ: "Mapping[str, str]", profile: "str | None" = None) -> "tuple[
     directory and how many were removed. :class:`UntrustedCacheDir` if the directory is not ours,
     ``OSError`` if it cannot be read or a file cannot be removed."""
     directory = cache_dir(environ)
-    if directory is None:
-        raise UntrustedCacheDir("no cache directory: set XDG_CACHE_HOME or HOME")
-    try:
-        info = os.stat(directory)
-    except FileNotFoundError:
+    exists, _ = checked_dir(directory)
+    assert directory is not None  # checked_dir raised otherwise
+    if not exists:
         return directory, 0
-    if not stat.S_ISDIR(info.st_mode):
-        raise UntrustedCacheDir(f"{directory}: not a directory")
-    if info.st_uid != os.geteuid():
-        raise UntrustedCacheDir(f"{directory}: owned by user {info.st_uid}, not by this user; cpcreds does not use it")
-    tag = _profile_tag(os.path.realpath(profile)) + "-" if profile is not None else ""
+    tag = profile_tag(os.path.realpath(profile)) + "-" if profile is not None else ""
     removed = 0
     with os.scandir(directory) as entries:
         for entry in entries:

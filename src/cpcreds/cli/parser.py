@@ -34,6 +34,7 @@ examples:
   KUBECONFIG=fleet.kubeconfig kubectl --context my-cluster get namespaces
   cpcreds validate --config providers.yaml
   cpcreds plugins
+  cpcreds cache list
   cpcreds cache clear --profile fleet.yaml
   source <(cpcreds completion bash)
 """
@@ -175,7 +176,7 @@ def _environment_help() -> str:
 #: Where each command's work is: its module (imported only when it runs) and function.
 HANDLERS = {
     "get-credential": "credential:get_credential",
-    "cache": "credential:cache",
+    "cache": "cachelist:cache",
     "resolve": "providers:resolve",
     "validate": "providers:validate",
     "plugins": "providers:plugins",
@@ -295,14 +296,21 @@ def build_parser(only: str | None = None) -> Parser:
 
     cache = add(
         "cache",
-        "clear the credentials get-credential keeps on disk",
+        "list or clear the credentials get-credential keeps on disk",
         "Manage the disk cache of get-credential ($XDG_CACHE_HOME/cpcreds, else ~/.cache/cpcreds). "
-        "`cache clear` removes every cached credential; with --profile FILE, only those of that "
-        "ClusterProfile file. Run it after revoking a token: the next get-credential runs the provider.",
+        "`cache list` shows each cached entry: the cluster, the provider, the kind of credential and "
+        "its expiry, never the credential (-o json for a program). `cache clear` removes every cached "
+        "credential. With --profile FILE, only those of that ClusterProfile file. Run clear after "
+        "revoking a token: the next get-credential runs the provider.",
     )
     if cache is not None:
-        cache.add_argument("action", metavar="ACTION", choices=("clear",), help="clear: remove cached credentials")
+        cache.add_argument(
+            "action", metavar="ACTION", choices=("list", "clear"), help="list: show cached credentials; clear: remove them"
+        )
         cache.add_argument("--profile", metavar="FILE", help="only the credentials of this ClusterProfile file")
+        cache.add_argument(
+            "--output", "-o", choices=["table", "json"], default=None, help="cache list's output format (default: table)"
+        )
 
     comp = add(
         "completion",
