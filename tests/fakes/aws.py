@@ -11,10 +11,19 @@
   (the SigV4 signature recomputed, here independently of botocore, with the secret of the access
   key, and the session token of temporary keys); answers the caller's ARN in STS's XML;
 - STS ``AssumeRole`` (SigV4-signed POST; the role must trust the caller, and the external id
-  must match when the role wants one) and ``AssumeRoleWithWebIdentity`` (unsigned POST with a
-  registered web identity token), answering temporary keys in STS's XML;
+  must match when the role wants one) and ``AssumeRoleWithWebIdentity`` (unsigned POST; the web
+  identity token must be a JWT signed by the fake's OIDC issuer key (:meth:`FakeAWS.service_account_token`),
+  for the audience ``sts.amazonaws.com``, not expired, whose subject the role trusts), answering
+  temporary keys in STS's XML;
 - ECR ``GetAuthorizationToken`` (SigV4-signed JSON 1.1 POST), answering base64 ``AWS:<password>``
-  with ``expiresAt`` :attr:`FakeAWS.ecr_token_lifetime` from now.
+  with ``expiresAt`` :attr:`FakeAWS.ecr_token_lifetime` from now, and ECR Public's
+  (``SpencerFrontendService``, signed for ``ecr-public`` in ``us-east-1`` only). :meth:`FakeAWS.allow_ecr`
+  limits who may get a token (as a registry's permissions do): any other caller is refused.
+
+The presigned GetCallerIdentity may also be addressed to a real STS host name the fake answers
+as (:meth:`FakeAWS.answer_as_sts`, e.g. ``sts.us-iso-east-1.c2s.ic.gov`` for ``us-iso-east-1``):
+the authenticator then accepts only URLs for those hosts and sends them to the fake with that
+``Host``, and STS refuses a signature scoped to another region than the host's.
 
 :meth:`FakeAWS.authenticator` is the cluster side of an EKS token: a verifier for the spoke fake
 (``spoke.verify_tokens_with(aws.authenticator(cluster))``) that does what aws-iam-authenticator does, the local
@@ -27,7 +36,7 @@ is in :mod:`tests.fakes.aws_metadata`.
 FakeAWS records what it saw (:attr:`seen`) and takes faults for its next requests (:meth:`fail`,
 with :class:`~tests.fakes.http.Fault`: an error status and body, an answer that never comes,
 a body cut off, a body without end). Fault endpoints: ``sts`` (GetCallerIdentity), ``assume-role``,
-``web-identity``, ``ecr``.
+``web-identity``, ``ecr``, ``ecr-public``.
 """
 
 from __future__ import annotations
@@ -47,12 +56,17 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit
 from xml.sax.saxutils import escape
 
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
 from .pki import PKI
 
 __all__ = [
     "ACCOUNT",
     "ECR_TARGET",
+    "ECR_PUBLIC_TARGET",
+    "STS_AUDIENCE",
     "ALLOWED_QUERY",
     "AwsKeys",
     "FakeAWS",
@@ -63,6 +77,9 @@ __all__ = [
 
 ACCOUNT = "111122223333"
 ECR_TARGET = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
+ECR_PUBLIC_TARGET = "SpencerFrontendService.GetAuthorizationToken"
+#: The audience STS wants in a web identity token (EKS's OIDC tokens, KEP-4412's serviceAccountTokenAudience).
+STS_AUDIENCE = "sts.amazonaws.com"
 #: aws-iam-authenticator's parameterWhitelist: the only query parameters an EKS token's URL may have.
 ALLOWED_QUERY = frozenset(
     {"action", "version", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-expires",
@@ -164,7 +181,6 @@ class FakeAWS(LoopbackServer):
         self.ecr_token_lifetime = ecr_token_lifetime
         self._keys: dict[str, AwsKeys] = {}
         self._trusts: dict[str, tuple[set[str], str | None]] = {}
-        self._web_identities: dict[str, str] = {}
         self._current = threading.local()  # the request each handler thread is dispatching
         #: ``(cluster, arn)`` of every GetCallerIdentity STS verified.
         self.verified: list[tuple[str, str]] = []
@@ -172,6 +188,16 @@ class FakeAWS(LoopbackServer):
         self.ecr_passwords: list[str] = []
         #: ``(region, arn)`` of every GetAuthorizationToken: the region signed for, and the caller.
         self.ecr_calls: list[tuple[str, str]] = []
+        #: ``arn`` of every ECR Public GetAuthorizationToken's caller.
+        self.ecr_public_calls: list[str] = []
+        #: ``(role_arn, subject, session_name)`` of every AssumeRoleWithWebIdentity granted.
+        self.web_identity_calls: list[tuple[str, str, str]] = []
+        #: The cluster's OIDC issuer: STS trusts the tokens its key signs.
+        self.oidc_issuer = f"https://oidc.eks.{region}.amazonaws.com/id/FAKE{secrets.token_hex(8).upper()}"
+        self._oidc_key = ec.generate_private_key(ec.SECP256R1())
+        self._web_trusts: dict[str, set[str]] = {}
+        self._ecr_allowed: set[str] | None = None
+        self._sts_hosts: dict[str, str] = {}
 
     def write_ca(self, path: Path) -> Path:
         """Write the CA of this fake's certificate (for ``AWS_CA_BUNDLE``); returns ``path``."""
@@ -180,7 +206,8 @@ class FakeAWS(LoopbackServer):
 
     def env(self, ca_file: Path) -> dict[str, str]:
         """The variables that send botocore here: both endpoints and the CA bundle."""
-        return {"AWS_ENDPOINT_URL_STS": self.url, "AWS_ENDPOINT_URL_ECR": self.url, "AWS_CA_BUNDLE": str(self.write_ca(ca_file))}
+        return {"AWS_ENDPOINT_URL_STS": self.url, "AWS_ENDPOINT_URL_ECR": self.url, "AWS_ENDPOINT_URL_ECR_PUBLIC": self.url,
+                "AWS_CA_BUNDLE": str(self.write_ca(ca_file))}
 
     def clear_faults(self) -> None:
         """Forget the faults not used yet."""
@@ -218,11 +245,40 @@ class FakeAWS(LoopbackServer):
         return arn
 
     def add_web_identity(self, role_arn: str) -> str:
-        """A web identity token (an OIDC JWT's stand-in) AssumeRoleWithWebIdentity accepts for ``role_arn``."""
-        token = "eyJhbGciOiJSUzI1NiJ9." + secrets.token_urlsafe(32) + "." + secrets.token_urlsafe(32)
+        """A web identity token AssumeRoleWithWebIdentity accepts for ``role_arn`` (a service
+        account's token, the role trusting that service account)."""
+        name = "sa-" + secrets.token_hex(4)
+        self.trust_service_account(role_arn, "irsa", name)
+        return self.service_account_token("irsa", name)
+
+    def trust_service_account(self, role_arn: str, namespace: str, name: str) -> None:
+        """Let ``namespace/name``'s tokens assume ``role_arn`` (the role's trust policy on the OIDC provider)."""
         with self._lock:
-            self._web_identities[token] = role_arn
-        return token
+            self._web_trusts.setdefault(role_arn, set()).add(f"system:serviceaccount:{namespace}:{name}")
+
+    def service_account_token(
+        self, namespace: str = "default", name: str = "default", *, audience: str = STS_AUDIENCE, lifetime: int = 3600,
+        key: ec.EllipticCurvePrivateKey | None = None,
+    ) -> str:
+        """A projected service-account token of ``namespace/name`` for ``audience``, as the
+        kubelet hands a plugin (KEP-4412), signed by the cluster's OIDC key (or ``key``)."""
+        now = datetime.now(UTC)
+        claims = {"iss": self.oidc_issuer, "sub": f"system:serviceaccount:{namespace}:{name}", "aud": [audience],
+                  "iat": int(now.timestamp()), "nbf": int(now.timestamp()), "exp": int(now.timestamp()) + lifetime,
+                  "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": secrets.token_hex(8)}}}
+        return jwt.encode(claims, key or self._oidc_key, algorithm="ES256", headers={"kid": "fake-oidc"})
+
+    def allow_ecr(self, *arns: str) -> None:
+        """From now on only these IAM users' and roles' ARNs (an assumed role's session counts as
+        its role) get ECR and ECR Public tokens; others are refused (AccessDeniedException)."""
+        with self._lock:
+            self._ecr_allowed = set(arns)
+
+    def answer_as_sts(self, host: str, region: str) -> None:
+        """Answer presigned GetCallerIdentity URLs for STS host ``host`` (its signature scoped to
+        ``region``), as that partition's STS does."""
+        with self._lock:
+            self._sts_hosts[host.lower()] = region
 
     # -- the cluster side -----------------------------------------------------------------------
 
@@ -235,7 +291,12 @@ class FakeAWS(LoopbackServer):
             if url is None or not self._url_acceptable(url):
                 return False
             context = ssl.create_default_context(cadata=self.pki.ca_pem.decode())
-            request = urllib.request.Request(url, headers={"x-k8s-aws-id": cluster, "Accept": "application/json"})
+            parts = urlsplit(url)
+            headers = {"x-k8s-aws-id": cluster, "Accept": "application/json"}
+            if parts.netloc != f"127.0.0.1:{self.port}":  # a real STS host name the fake answers as
+                headers["Host"] = parts.netloc
+                url = f"{self.url}{parts.path}?{parts.query}"
+            request = urllib.request.Request(url, headers=headers)
             try:
                 with urllib.request.urlopen(request, context=context, timeout=10) as answer:
                     return answer.status == 200
@@ -247,7 +308,9 @@ class FakeAWS(LoopbackServer):
     def _url_acceptable(self, url: str) -> bool:
         # aws-iam-authenticator's token.go: before STS sees it.
         parts = urlsplit(url)
-        if parts.scheme != "https" or parts.netloc != f"127.0.0.1:{self.port}" or parts.path != "/":
+        with self._lock:
+            hosts = {f"127.0.0.1:{self.port}", *self._sts_hosts}
+        if parts.scheme != "https" or parts.netloc not in hosts or parts.path != "/":
             return False
         query = parse_qsl(parts.query, keep_blank_values=True)
         names = [k.lower() for k, _ in query]
@@ -271,8 +334,9 @@ class FakeAWS(LoopbackServer):
         # Which API is in the query (GET), the form body (STS POST) or a header (ECR): the
         # request being dispatched on this thread is in _current.
         handler, body = self._current.request
-        if handler.headers.get("X-Amz-Target") == ECR_TARGET:
-            return "ecr"
+        target = handler.headers.get("X-Amz-Target")
+        if target in (ECR_TARGET, ECR_PUBLIC_TARGET):
+            return "ecr" if target == ECR_TARGET else "ecr-public"
         form = urlsplit(handler.path).query if method == "GET" else body.decode("utf-8", "replace")
         action = dict(parse_qsl(form)).get("Action")
         return {"GetCallerIdentity": "sts", "AssumeRole": "assume-role", "AssumeRoleWithWebIdentity": "web-identity"}.get(str(action), "unknown")
@@ -289,11 +353,11 @@ class FakeAWS(LoopbackServer):
                 return self._assume_role(handler, body)
             if endpoint == "web-identity":
                 return self._assume_role_with_web_identity(body)
-            if endpoint == "ecr":
-                return self._ecr_token(handler, body)
+            if endpoint in ("ecr", "ecr-public"):
+                return self._ecr_token(handler, body, public=endpoint == "ecr-public")
             raise _Refused(400, "InvalidAction", "unknown action")
         except _Refused as refused:
-            if endpoint == "ecr":
+            if endpoint in ("ecr", "ecr-public"):
                 document = {"__type": refused.code, "message": str(refused)}
                 return Reply(refused.status, json.dumps(document).encode(), "application/x-amz-json-1.1")
             error = f"<Error><Type>Sender</Type><Code>{refused.code}</Code><Message>{escape(str(refused))}</Message></Error>"
@@ -308,14 +372,18 @@ class FakeAWS(LoopbackServer):
             raise _Refused(403, "ExpiredToken" if token == keys.token else "InvalidClientTokenId", "The security token is invalid or expired.")
         return keys
 
-    def _check_scope(self, credential: str, service: str) -> tuple[str, str]:
+    def _check_scope(self, credential: str, service: str, host: str = "") -> tuple[str, str]:
         access_key, _, scope = credential.partition("/")
         fields = scope.split("/")
         if len(fields) != 4 or fields[2] != service or fields[3] != "aws4_request":
             raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid service and region.")
-        # STS here is the region's endpoint (or the global one, which signs as us-east-1); ECR
-        # stands for every region's endpoint, and records the region signed for.
-        if service == "sts" and fields[1] not in (self.region, "us-east-1"):
+        # STS at the loopback address is the region's endpoint (or the global one, which signs as
+        # us-east-1); at a real host name, that host's region only. ECR stands for every region's
+        # endpoint, and records the region signed for; ECR Public is in us-east-1 only.
+        with self._lock:
+            host_region = self._sts_hosts.get(host.lower())
+        allowed = {"sts": (host_region,) if host_region else (self.region, "us-east-1"), "ecr-public": ("us-east-1",)}.get(service)
+        if allowed is not None and fields[1] not in allowed:
             raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
         return access_key, scope
 
@@ -326,7 +394,12 @@ class FakeAWS(LoopbackServer):
         params = dict(query)
         if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or "X-Amz-Signature" not in params:
             raise _Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
-        access_key, scope = self._check_scope(params.get("X-Amz-Credential", ""), "sts")
+        host = handler.headers.get("Host") or ""
+        with self._lock:
+            known_host = host.lower() in self._sts_hosts or host == f"127.0.0.1:{self.port}"
+        if not known_host:
+            raise _Refused(403, "SignatureDoesNotMatch", "The request was not addressed to this STS endpoint.")
+        access_key, scope = self._check_scope(params.get("X-Amz-Credential", ""), "sts", host)
         signed_at = _amz_date(params.get("X-Amz-Date", ""))
         try:
             expires = int(params.get("X-Amz-Expires", ""))
@@ -401,12 +474,28 @@ class FakeAWS(LoopbackServer):
         return self._credentials_reply("AssumeRole", role_arn, session_name, form)
 
     def _assume_role_with_web_identity(self, body: bytes) -> Reply:
+        # Unsigned: the web identity token is the proof. STS checks its signature against the
+        # issuer's keys, its audience, its expiry, then the role's trust in its subject.
         form = dict(parse_qsl(body.decode("utf-8")))
+        role_arn, session_name = form.get("RoleArn", ""), form.get("RoleSessionName", "")
+        if not 2 <= len(session_name) <= 64:
+            raise _Refused(400, "ValidationError", "RoleSessionName must be 2 to 64 characters")
+        try:
+            claims = jwt.decode(
+                form.get("WebIdentityToken", ""), self._oidc_key.public_key(), algorithms=["ES256"], audience=STS_AUDIENCE,
+                issuer=self.oidc_issuer, options={"require": ["exp", "iat", "sub", "aud", "iss"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise _Refused(400, "ExpiredTokenException", "Token expired") from None
+        except jwt.PyJWTError:
+            raise _Refused(400, "InvalidIdentityToken", "Couldn't verify the web identity token") from None
         with self._lock:
-            role_arn = self._web_identities.get(form.get("WebIdentityToken", ""))
-        if role_arn is None or role_arn != form.get("RoleArn"):
-            raise _Refused(400, "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider")
-        return self._credentials_reply("AssumeRoleWithWebIdentity", role_arn, form.get("RoleSessionName", "web-identity"), form)
+            trusted = claims["sub"] in self._web_trusts.get(role_arn, set())
+        if not trusted:
+            raise _Refused(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+        with self._lock:
+            self.web_identity_calls.append((role_arn, claims["sub"], session_name))
+        return self._credentials_reply("AssumeRoleWithWebIdentity", role_arn, session_name, form)
 
     def _credentials_reply(self, action: str, role_arn: str, session_name: str, form: dict[str, str]) -> Reply:
         lifetime = int(form.get("DurationSeconds") or 3600)
@@ -421,21 +510,40 @@ class FakeAWS(LoopbackServer):
             self._seen.append(SeenCall(f"{action}:issued", "POST", "/", {"RoleSessionName": [session_name]}, None, None))
         return _xml(200, _sts_document(action, result))
 
-    def _ecr_token(self, handler: Handler, body: bytes) -> Reply:
-        caller, region = self._signed_caller(handler, body, "ecr")
+    def _ecr_token(self, handler: Handler, body: bytes, *, public: bool = False) -> Reply:
+        caller, region = self._signed_caller(handler, body, "ecr-public" if public else "ecr")
+        # An assumed role's session acts as its role.
+        role = caller.arn.replace(":sts::", ":iam::").replace(":assumed-role/", ":role/").rsplit("/", 1)[0]
         with self._lock:
-            self.ecr_calls.append((region, caller.arn))
+            allowed = self._ecr_allowed is None or caller.arn in self._ecr_allowed or role in self._ecr_allowed
+            if allowed:
+                (self.ecr_public_calls.append(caller.arn) if public else self.ecr_calls.append((region, caller.arn)))
+        if not allowed:
+            raise _Refused(400, "AccessDeniedException", f"User: {caller.arn} is not authorized to perform: ecr:GetAuthorizationToken")
         password = "eyJwYXlsb2FkIjoi" + secrets.token_urlsafe(48)
         with self._lock:
             self.ecr_passwords.append(password)
         expires_at = datetime.now(UTC) + timedelta(seconds=self.ecr_token_lifetime)
+        if public:  # ECR Public answers one entry, for public.ecr.aws
+            token = base64.b64encode(f"AWS:{password}".encode()).decode()
+            document = {"authorizationData": {"authorizationToken": token, "expiresAt": expires_at.timestamp()}}
+            return Reply(200, json.dumps(document).encode(), "application/x-amz-json-1.1")
         data = {
             "authorizationToken": base64.b64encode(f"AWS:{password}".encode()).decode(),
             "expiresAt": expires_at.timestamp(),
             # ECR answers for the registry of the region it was asked in.
-            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else ""),
+            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.{_ecr_domain(region)}",
         }
         return Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
+
+
+#: The DNS suffix of ECR's registries in each partition, by region prefix (the aws partition's otherwise).
+_PARTITION_DOMAINS = (("cn-", "amazonaws.com.cn"), ("eusc-", "amazonaws.eu"), ("us-isob-", "sc2s.sgov.gov"),
+                      ("us-isof-", "csp.hci.ic.gov"), ("us-iso-", "c2s.ic.gov"), ("eu-isoe-", "cloud.adc-e.uk"))
+
+
+def _ecr_domain(region: str) -> str:
+    return next((domain for prefix, domain in _PARTITION_DOMAINS if region.startswith(prefix)), "amazonaws.com")
 
 
 def _token_url(token: str) -> str | None:

@@ -50,10 +50,11 @@ def _seconds(value: float) -> str:
     return f"{value:.3g}s"  # a kubelet plugin's timeout is what is left: 1.9996s reads 2s
 
 
-def describe(exc: BaseException, timeout: float) -> str:
+def describe(exc: BaseException, timeout: float, *, service: str | None = None) -> str:
     """``exc`` (a botocore exception, or anything else) in a few safe words: the AWS operation and
     its HTTP status and error code, or which login source failed, or which kind of network
-    failure; ``timeout`` is what a read or connect timeout is said to have been."""
+    failure; ``timeout`` is what a read or connect timeout is said to have been; ``service`` the
+    botocore service called (``ecr-public``: its operation is named ECR Public's)."""
     if isinstance(exc, Unusable):
         return str(exc)
     from botocore import exceptions as e
@@ -63,7 +64,7 @@ def describe(exc: BaseException, timeout: float) -> str:
         status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         code = error.get("Code")
         shown = f" ({code})" if isinstance(code, str) and _CODE.fullmatch(code) else ""
-        return f"{_operation(exc.operation_name)} answered HTTP {status}{shown}"
+        return f"{_operation(exc.operation_name, service)} answered HTTP {status}{shown}"
     if isinstance(exc, (e.ReadTimeoutError, e.ConnectTimeoutError)):
         return f"{_endpoint(exc)} did not answer within the {_seconds(timeout)} timeout"
     if isinstance(exc, e.SSLError):
@@ -96,7 +97,9 @@ def _is_parser_error(exc: BaseException) -> bool:
     return parsers is not None and isinstance(exc, parsers.ResponseParserError)
 
 
-def _operation(name: object) -> str:
+def _operation(name: object, service: str | None = None) -> str:
+    if service == "ecr-public" and name == "GetAuthorizationToken":
+        return "ECR Public GetAuthorizationToken"
     known = {"AssumeRole": "STS AssumeRole", "AssumeRoleWithWebIdentity": "STS AssumeRoleWithWebIdentity",
              "GetAuthorizationToken": "ECR GetAuthorizationToken", "GetCallerIdentity": "STS GetCallerIdentity"}
     return known.get(str(name), "an AWS API")

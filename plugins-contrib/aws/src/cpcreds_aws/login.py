@@ -31,10 +31,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .failures import LOGIN_SOURCES, Unusable, operation
+from .endpoints import EndpointSettings
 from .options import AwsOptions
 from .token import Keys
 
-__all__ = ["Login"]
+__all__ = ["Login", "WEB_IDENTITY_SESSION_NAME"]
+
+#: The session name of a pod's role (ecr-credential-provider's).
+WEB_IDENTITY_SESSION_NAME = "ecr-credential-provider"
 
 # An assumed role's keys are renewed when less than this is left: STS checks the signing keys
 # each time the cluster presents the token, for up to 15 minutes after it was signed.
@@ -77,10 +81,17 @@ class Login:
                 self._role = self._assume_role(base, timeout)
             return self._role[0]
 
-    def client(self, service: str, region: str, timeout: float, *, fips: bool = False) -> Any:
-        """A botocore client of ``service`` in ``region`` signing with :meth:`keys`, every call
-        bounded by ``timeout`` (connect, read, and at most one retry)."""
-        keys = self.keys(timeout)
+    def endpoint_settings(self) -> EndpointSettings:
+        """FIPS, dual-stack and the legacy global STS endpoint: from the session (the environment,
+        then the profile) when it is built, else from the environment (see :mod:`cpcreds_aws.endpoints`)."""
+        with self._lock:
+            session = self._session
+        return EndpointSettings.read(session.get_config_variable if session is not None else None)
+
+    def client(self, service: str, region: str, timeout: float, *, fips: bool = False, keys: Keys | None = None) -> Any:
+        """A botocore client of ``service`` in ``region`` signing with ``keys`` (default:
+        :meth:`keys`), every call bounded by ``timeout`` (connect, read, and at most one retry)."""
+        keys = keys or self.keys(timeout)
         with self._lock:
             session = self._botocore_session(timeout)
             return session.create_client(
@@ -158,6 +169,26 @@ class Login:
             return None
         return held if held.tzinfo else held.replace(tzinfo=timezone.utc)
 
+    def web_identity_keys(self, role_arn: str, token: str, region: str, timeout: float) -> Keys:
+        """The keys of ``role_arn`` for a pod's service-account ``token`` (STS
+        AssumeRoleWithWebIdentity in ``region``, session name ``ecr-credential-provider``, as the
+        kubelet's ECR plugin names it). Unsigned: the token is the proof, no key of the node's is
+        sent. Not kept: each token is exchanged for its own keys."""
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
+        with self._lock:
+            session = self._botocore_session(timeout)
+            sts = session.create_client("sts", region_name=region, config=_client_config(timeout).merge(Config(signature_version=UNSIGNED)))
+        try:
+            with operation("STS AssumeRoleWithWebIdentity"):
+                answer = sts.assume_role_with_web_identity(
+                    RoleArn=role_arn, RoleSessionName=WEB_IDENTITY_SESSION_NAME, WebIdentityToken=token, DurationSeconds=_ROLE_SECONDS
+                )
+        finally:
+            sts.close()
+        return _issued_keys(answer, "STS AssumeRoleWithWebIdentity", "the pod's service account (AssumeRoleWithWebIdentity)")
+
     def _assume_role(self, base: Keys, timeout: float) -> tuple[Keys, datetime]:
         session = self._botocore_session(timeout)
         region = self.options.region or os.environ.get("AWS_REGION") or session.get_config_variable("region") or "us-east-1"
@@ -181,19 +212,26 @@ class Login:
                 answer = sts.assume_role(**arguments)
         finally:
             sts.close()
-        credentials = answer.get("Credentials") if isinstance(answer, dict) else None
-        try:
-            expiry = credentials["Expiration"]
-            if not isinstance(expiry, datetime):
-                raise TypeError
-            expiry = expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
-            keys = Keys(str(credentials["AccessKeyId"]), str(credentials["SecretAccessKey"]), str(credentials["SessionToken"]),
-                        expiry, "STS AssumeRole (roleArn)")
-            if not all(keys[:3]):
-                raise TypeError
-        except (KeyError, TypeError):
-            raise Unusable("STS AssumeRole answered without credentials") from None
-        return keys, expiry
+        keys = _issued_keys(answer, "STS AssumeRole", "STS AssumeRole (roleArn)")
+        assert keys.expires_at is not None
+        return keys, keys.expires_at
+
+
+def _issued_keys(answer: Any, name: str, source: str) -> Keys:
+    # The Credentials of an AssumeRole or AssumeRoleWithWebIdentity answer (botocore's parsed dict).
+    credentials = answer.get("Credentials") if isinstance(answer, dict) else None
+    try:
+        expiry = credentials["Expiration"]  # type: ignore[index]
+        if not isinstance(expiry, datetime):
+            raise TypeError
+        expiry = expiry if expiry.tzinfo else expiry.replace(tzinfo=timezone.utc)
+        keys = Keys(str(credentials["AccessKeyId"]), str(credentials["SecretAccessKey"]), str(credentials["SessionToken"]),  # type: ignore[index]
+                    expiry, source)
+        if not all(keys[:3]):
+            raise TypeError
+    except (KeyError, TypeError):
+        raise Unusable(f"{name} answered without credentials") from None
+    return keys
 
 
 def _config_file_exists() -> bool:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from cpcreds.sdk import Options, option
 
-__all__ = ["AwsOptions", "DEFAULT_SESSION_NAME"]
+__all__ = ["AwsOptions", "DEFAULT_SESSION_NAME", "ROLE_ARN"]
 
 #: The role session name ``aws eks get-token --role-arn`` uses.
 DEFAULT_SESSION_NAME = "EKSGetTokenAuth"
@@ -17,12 +18,11 @@ DEFAULT_SESSION_NAME = "EKSGetTokenAuth"
 CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}")
 # EKS on Outposts local clusters are named by their id (a UUID).
 _CLUSTER_ID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
 # arn:<partition>:iam::<12 digits>:role/<path and name> (IAM's limits: 2048 characters in all).
-_ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/\-]{1,512}")
+ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/\-]{1,512}", re.ASCII)
 # STS RoleSessionName and ExternalId: [\w+=,.@-], 2-64 and 2-1224 characters.
-_SESSION_NAME = re.compile(r"[\w+=,.@\-]{2,64}")
-_EXTERNAL_ID = re.compile(r"[\w+=,.@:/\-]{2,1224}")
+_SESSION_NAME = re.compile(r"[\w+=,.@\-]{2,64}", re.ASCII)
+_EXTERNAL_ID = re.compile(r"[\w+=,.@:/\-]{2,1224}", re.ASCII)
 _PROFILE = re.compile(r"[A-Za-z0-9_.\-+@]{1,128}")
 
 
@@ -36,6 +36,20 @@ def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
     return check
 
 
+def _text(pattern: re.Pattern[str], what: str, description: str, *, names: tuple[str, ...] = (), default: str | None = None) -> Any:
+    # A text option checked against ``pattern``; ``what`` words a refusal.
+    return option(default, names=names, check=_matching(pattern, what), description=description)
+
+
+def _region(value: str) -> str:
+    # A region name of one of botocore's partitions (their regionRegex): it becomes part of a host name.
+    from .endpoints import is_region
+
+    if not is_region(value):
+        raise ValueError("must be an AWS region such as us-west-2")
+    return value
+
+
 class AwsOptions(Options):
     """EKS tokens as ``aws eks get-token`` makes them (a presigned STS GetCallerIdentity URL for the
     cluster), signed with credentials from botocore's chain: environment variables, the shared
@@ -46,45 +60,37 @@ class AwsOptions(Options):
 
     # This docstring and each option's description are what `cpcreds-aws --help` shows.
 
-    cluster_name: str | None = option(
-        None,
+    cluster_name: str | None = _text(
+        CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first",
+        "The EKS cluster's name (aws eks get-token --cluster-name). Unset: the profile's exec extension clusterName.",
         names=("clusterName",),
-        check=_matching(CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, at most 100, a letter or digit first"),
-        description="The EKS cluster's name (aws eks get-token --cluster-name). Unset: the profile's exec extension clusterName.",
     )
-    cluster_id: str | None = option(
-        None,
-        names=("clusterId",),
-        check=_matching(_CLUSTER_ID, "an EKS on Outposts cluster id (a UUID)"),
-        description="An EKS on Outposts local cluster's id: signed in place of the name (--cluster-id).",
+    cluster_id: str | None = _text(
+        _CLUSTER_ID, "an EKS on Outposts cluster id (a UUID)",
+        "An EKS on Outposts local cluster's id: signed in place of the name (--cluster-id).", names=("clusterId",),
     )
     region: str | None = option(
         None,
-        check=_matching(_REGION, "an AWS region such as us-west-2"),
-        description="The region whose STS endpoint signs the token (--region). Unset: AWS_REGION, AWS_DEFAULT_REGION or the profile's region, else the global endpoint.",
+        check=_region,
+        description="The region whose STS endpoint signs the token (--region): one of any AWS partition's (us-west-2, "
+        "cn-north-1, us-gov-west-1, us-iso-east-1, eusc-de-east-1...). Unset: AWS_REGION, AWS_DEFAULT_REGION or the "
+        "profile's region, else the global endpoint.",
     )
-    profile: str | None = option(
-        None,
-        check=_matching(_PROFILE, "a profile name (letters, digits, _ . - + @)"),
-        description="A profile of the shared config and credentials files (--profile); unset: AWS_PROFILE or default.",
+    profile: str | None = _text(
+        _PROFILE, "a profile name (letters, digits, _ . - + @)",
+        "A profile of the shared config and credentials files (--profile); unset: AWS_PROFILE or default.",
     )
-    role_arn: str | None = option(
-        None,
-        names=("roleArn",),
-        check=_matching(_ROLE_ARN, "an IAM role ARN such as arn:aws:iam::111122223333:role/eks-reader"),
-        description="Assume this IAM role (STS AssumeRole) with the found credentials first (--role-arn).",
+    role_arn: str | None = _text(
+        ROLE_ARN, "an IAM role ARN such as arn:aws:iam::111122223333:role/eks-reader",
+        "Assume this IAM role (STS AssumeRole) with the found credentials first (--role-arn).", names=("roleArn",),
     )
-    role_session_name: str = option(
-        DEFAULT_SESSION_NAME,
-        names=("roleSessionName",),
-        check=_matching(_SESSION_NAME, "2 to 64 of letters, digits and + = , . @ - _"),
-        description="The session name of the assumed role (--role-session-name).",
+    role_session_name: str = _text(
+        _SESSION_NAME, "2 to 64 of letters, digits and + = , . @ - _",
+        "The session name of the assumed role (--role-session-name).", names=("roleSessionName",), default=DEFAULT_SESSION_NAME,
     )
-    external_id: str | None = option(
-        None,
-        names=("externalId",),
-        check=_matching(_EXTERNAL_ID, "2 to 1224 of letters, digits and + = , . @ : / - _"),
-        description="The external id the assumed role's trust policy wants.",
+    external_id: str | None = _text(
+        _EXTERNAL_ID, "2 to 1224 of letters, digits and + = , . @ : / - _",
+        "The external id the assumed role's trust policy wants.", names=("externalId",),
     )
 
     def check_options(self) -> None:

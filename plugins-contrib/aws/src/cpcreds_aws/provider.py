@@ -60,6 +60,7 @@ class AwsProvider:
         try:
             keys = self._login.keys(max(0.1, until.remaining()))
             region = self._login.region()
+            settings = self._login.endpoint_settings()
         except Exception as exc:  # botocore's, described without its text (it may quote an answer)
             problem = describe(exc, until.seconds)
         if problem is not None:
@@ -72,35 +73,47 @@ class AwsProvider:
             _log.warning("aws keys expired", source=keys.source, expired_at=expired, access_key=keys.access_key)
             raise ProviderError(f"aws: the keys from {keys.source or 'the login source'} expired at {expired}: "
                                 "a token they signed would be refused", provider=plan.provider)
-        token, expiry = eks_token(keys, cluster, region, now=now)
+        try:
+            token, expiry = eks_token(keys, cluster, region, settings=settings, now=now)
+        except ValueError as exc:  # botocore's rule set has no STS endpoint for these settings (words of ours)
+            raise ProviderError(f"aws: {exc}", provider=plan.provider) from None
         if keys.expires_at is not None and keys.expires_at < expiry:
             expiry = keys.expires_at  # STS refuses the token once its signing keys have expired
         _log.debug("eks token signed", cluster=cluster, region=region or "global", access_key=keys.access_key)
         return Credential(token=token, expiration_timestamp=expiry)
 
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
-        """ECR's credentials for the image's registry (KEP-2133; see :mod:`cpcreds_aws.kubelet`).
-        ``request.service_account_token`` is not used (the provider's own identity pulls)."""
+        """ECR's (or ECR Public's) credentials for the image's registry (KEP-2133; see
+        :mod:`cpcreds_aws.kubelet`), with the pod's own role when the request carries its
+        service-account token and a role is named (KEP-4412; see :mod:`cpcreds_aws.podidentity`),
+        else with the provider's own identity."""
         from .kubelet import ecr_registry, image_response
+        from .podidentity import pod_role
 
         registry = ecr_registry(request.image)
         if registry is None:
             raise ProviderError(
-                f"aws: image {_shown_image(request.image)} is not in an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com)",
+                f"aws: image {_shown_image(request.image)} is not in an ECR registry "
+                "(<account>.dkr.ecr.<region>.amazonaws.com, public.ecr.aws)",
                 provider=self.kind,
             )
+        role = pod_role(request)  # ProviderError when the pod's role is asked for and unusable
         problem = None
         until = deadline(timeout)  # as in get_credential
         try:
-            client = self._login.client("ecr", registry.region, max(0.1, until.remaining()), fips=registry.fips)
+            keys = None
+            if role is not None:
+                sts_region = registry.region if not registry.public else (self._login.region() or registry.region)
+                keys = self._login.web_identity_keys(role, str(request.service_account_token), sts_region, max(0.1, until.remaining()))
+            client = self._login.client(registry.service, registry.region, max(0.1, until.remaining()), fips=registry.fips, keys=keys)
             try:
-                with operation("ECR GetAuthorizationToken"):
+                with operation(registry.operation):
                     answer = client.get_authorization_token()
             finally:
                 client.close()
             return image_response(registry, answer)
         except Exception as exc:  # described without botocore's text, as above
-            problem = describe(exc, until.seconds)
+            problem = describe(exc, until.seconds, service=registry.service)
         raise ProviderError(f"aws: {problem}", provider=self.kind)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ start is most of its answer.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -24,6 +25,9 @@ __all__ = ["main", "kubelet_main", "exec_arguments"]
 
 #: The command ``cpcreds-aws`` runs, aws-cli's spelling of it, and argocd-k8s-auth's.
 _COMMANDS = (["eks-token"], ["eks", "get-token"], ["aws"])
+#: KEP-541's variable, and the request ``aws eks get-token`` answers when it is not set.
+_EXEC_INFO = "KUBERNETES_EXEC_INFO"
+_BY_HAND = '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}'
 #: aws-cli's output flag: the answer is always JSON.
 _OUTPUT_JSON = (["--output", "json"], ["--output=json"])
 
@@ -44,8 +48,14 @@ def exec_arguments(argv: Sequence[str]) -> list[str]:
 
 
 def main() -> NoReturn:
-    """Run the aws provider as a KEP-541 exec plugin (``cpcreds-aws eks-token ...``)."""
+    """Run the aws provider as a KEP-541 exec plugin (``cpcreds-aws eks-token ...``). Run without
+    ``KUBERNETES_EXEC_INFO`` (by hand, or by a client that is not client-go), it answers
+    ``client.authentication.k8s.io/v1beta1``, as ``aws eks get-token`` and aws-iam-authenticator do."""
     from cpcreds.sdk import run_provider
+
+    if not os.environ.get(_EXEC_INFO, "").strip():
+        # run_provider answers a request without the variable in v1; it reads the version asked from it.
+        os.environ[_EXEC_INFO] = _BY_HAND
 
     run_provider(AwsProvider, name="aws", argv=exec_arguments(sys.argv[1:]))
 

@@ -14,13 +14,13 @@ module (several times a bare interpreter's start to import) is needed for a toke
 from __future__ import annotations
 
 import base64
-import os
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
+from .endpoints import EndpointSettings, sts_endpoint
 from .sigv4 import presign_get
 
-__all__ = ["TOKEN_PREFIX", "CLUSTER_ID_HEADER", "URL_SECONDS", "TOKEN_SECONDS", "Keys", "sts_endpoint", "configured_endpoint", "eks_token"]
+__all__ = ["TOKEN_PREFIX", "CLUSTER_ID_HEADER", "URL_SECONDS", "TOKEN_SECONDS", "Keys", "eks_token"]
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -45,43 +45,26 @@ class Keys(NamedTuple):
         return f"Keys(access_key={self.access_key!r}, secret_key=..., token={'...' if self.token else None})"
 
 
-def configured_endpoint(service: str, environ: os._Environ[str] | dict[str, str] = os.environ) -> str | None:
-    """The endpoint set for ``service`` in the environment, as botocore reads it:
-    ``AWS_ENDPOINT_URL_<SERVICE>``, else ``AWS_ENDPOINT_URL``; none when
-    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true."""
-    if environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
-        return None
-    value = environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or environ.get("AWS_ENDPOINT_URL")
-    return value.rstrip("/") if value else None
-
-
-def sts_endpoint(region: str | None) -> str:
-    """The STS endpoint the token is signed for: the configured one (``AWS_ENDPOINT_URL_STS``),
-    else the region's (``https://sts.<region>.amazonaws.com``, ``.com.cn`` in China), else the
-    global ``https://sts.amazonaws.com``."""
-    configured = configured_endpoint("sts")
-    if configured:
-        return configured
-    if region is None:
-        return "https://sts.amazonaws.com"
-    return f"https://sts.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
-
-
-def eks_token(keys: Keys, cluster: str, region: str | None, *, now: datetime | None = None) -> tuple[str, datetime]:
+def eks_token(
+    keys: Keys, cluster: str, region: str | None, *, settings: EndpointSettings | None = None, now: datetime | None = None
+) -> tuple[str, datetime]:
     """The token for ``cluster`` (its name, or an Outposts cluster's id) and when it expires,
     signed at ``now`` (default: the current time).
 
-    Signed for ``region``'s STS endpoint (us-east-1 for the global one, as STS wants)."""
+    Signed for ``region``'s STS endpoint and signing region as botocore resolves them with
+    ``settings`` (FIPS, dual-stack, legacy global endpoint; default: the environment's), see
+    :mod:`cpcreds_aws.endpoints`."""
     now = now or datetime.now(timezone.utc)
+    endpoint = sts_endpoint(region, settings)
     url = presign_get(
-        f"{sts_endpoint(region)}/",
+        f"{endpoint.url}/",
         _PARAMS,
         {CLUSTER_ID_HEADER: cluster},
         access_key=keys.access_key,
         secret_key=keys.secret_key,
         token=keys.token,
         service="sts",
-        region=region or "us-east-1",
+        region=endpoint.signing_region,
         expires=URL_SECONDS,
         now=now,
     )
