@@ -124,7 +124,8 @@ def test_a_bad_flag_names_the_option(run_command):
     assert (unknown.returncode, unknown.stdout) == (1, "")
     assert unknown.stderr == (
         "cpcreds-gcp: option scope: is not a known option; did you mean 'scopes'? "
-        "(options: scopes, credentialsFile, impersonateServiceAccount, delegates, lifetime, iamEndpoint; --help describes them)\n"
+        "(options: scopes, credentialsFile, impersonateServiceAccount, delegates, lifetime, iamEndpoint, workloadIdentityProvider, "
+        "identityProvider, projectId, requireServiceAccount, stsEndpoint; --help describes them)\n"
     )
 
 
@@ -140,6 +141,9 @@ def test_help_lists_every_option_with_its_type_and_default_and_no_other_plugins_
         "  --delegates  list of strings (repeat the flag); default: none",
         "  --lifetime  duration; default: unset",
         "  --iamEndpoint  string; default: https://iamcredentials.googleapis.com",
+        "  --workloadIdentityProvider  string; default: unset",
+        "  --requireServiceAccount  true or false; default: false",
+        "  --stsEndpoint  string; default: https://sts.googleapis.com",
     ):
         assert line in result.stdout.splitlines()
     assert "kebab-case works too: --credentials-file" in result.stdout

@@ -10,6 +10,7 @@ registers the type in-process, and a one-shot run does not need pluggy.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -33,8 +34,35 @@ def main() -> NoReturn:
 
 def kubelet_main() -> NoReturn:
     """Run the gcp provider as a kubelet image credential provider plugin
-    (``cpcreds-gcp-credential-provider``): Google's registries, user ``oauth2accesstoken``."""
+    (``cpcreds-gcp-credential-provider``): Google's registries, user ``oauth2accesstoken``. It
+    takes auth-provider-gcp's command line too (``get-credentials --v=3``; see
+    :mod:`cpcreds_gcp.dropin`), so that it replaces that binary in an unchanged kubelet config."""
     # The kubelet runner (and the KEP-2133 wire types it loads) only for this script.
-    from cpcreds.sdk import kubelet_plugin_main
+    from cpcreds.sdk import redact_text, run_image_provider
 
-    kubelet_plugin_main("gcp", GcpProvider)()
+    from .dropin import DEBUG_VERBOSITY, DropInError, read_arguments
+
+    problem = None
+    try:
+        arguments = read_arguments(sys.argv[1:])
+    except DropInError as exc:
+        problem = str(exc)
+    if problem is not None:
+        # As the runner words a bad flag: the program's name, then one line.
+        sys.stderr.write(f"{os.path.basename(sys.argv[0] or '') or 'cpcreds-gcp-credential-provider'}: {redact_text(problem)}\n")
+        sys.exit(1)
+    if arguments.verbosity >= DEBUG_VERBOSITY:
+        _debug_lines_to_stderr()
+    run_image_provider(GcpProvider, name="gcp", argv=arguments.rest)
+
+
+def _debug_lines_to_stderr() -> None:
+    # This script is the application: it may route the provider's own (already redacted) debug
+    # events to stderr, where the kubelet keeps a plugin's output, as klog's -v does.
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger = logging.getLogger(__package__)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)

@@ -38,9 +38,10 @@ from cpcreds.sdk import (
 )
 
 from .adc import Source, SourceError, find_source
-from .kubelet import image_response
+from .kubelet import empty_response, image_response, is_google_registry
 from .metadata import MAX_TOKEN_SECONDS, UnusableAnswer
 from .options import GcpOptions
+from .podidentity import PodIdentityError, pod_identity, pod_source
 from .transport import BoundedRequest, Pools
 
 TYPE_CHECKING = False
@@ -109,12 +110,27 @@ class GcpProvider:
             self._lock.release()
 
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
-        """The token for Google's registries (KEP-2133; see :mod:`cpcreds_gcp.kubelet`), from the
-        same credentials as ``get_credential``: the held token while it is outside its refresh
-        window, else a new one. ``request.service_account_token`` is not used (the provider's own
-        identity pulls)."""
+        """The token for Google's registries (KEP-2133; see :mod:`cpcreds_gcp.kubelet`); an empty
+        success for an image outside them. With the pod's service account token and the pod's
+        identity asked for (KEP-4412, :mod:`cpcreds_gcp.podidentity`): a token of the pod's
+        identity, never held for another request. Otherwise the same credentials as
+        ``get_credential``: the held token while it is outside its refresh window, else a new one."""
+        if not is_google_registry(request.image):
+            return empty_response()
+        problem = None
+        try:
+            identity = pod_identity(self.options, request)
+        except PodIdentityError as exc:
+            problem = f"gcp: {exc}"
+        if problem is not None:
+            raise ProviderError(problem, provider=self.kind)
         plan = AccessPlan(provider=self.kind, kind=self.kind, cluster=_NO_CLUSTER, timeout=timeout)
         until = deadline(timeout)
+        if identity is not None:
+            assert request.service_account_token is not None  # pod_identity refuses a request without one
+            source = pod_source(identity, request.service_account_token, self.options)
+            held = self._fetch(source, plan, self._request(until))
+            return image_response(held.credential.token or "", held.refresh_at - time.time())
         if not self._lock.acquire(timeout=max(0.0, until.remaining())):
             raise ProviderError(f"gcp: another token refresh did not finish within the {until.shown()} timeout", provider=self.kind)
         try:
@@ -159,8 +175,14 @@ class GcpProvider:
                 problem = str(exc)
             if problem is not None:
                 raise ProviderError(f"gcp: {problem}", provider=plan.provider)
-        source = self._source
-        assert source is not None
+        assert self._source is not None
+        self._held = self._fetch(self._source, plan, request)
+        _log.debug("gcp token obtained", source=self._source.description, expires=self._held.credential.expiration_timestamp)
+        return self._held
+
+    def _fetch(self, source: Source, plan: AccessPlan, request: BoundedRequest) -> _Held:
+        """A new token from ``source`` through ``request``, and when it is to be refreshed."""
+        problem = None
         request.labels.update(source.endpoints)
         request.direct.update(source.direct)
         request.exchanges.clear()
@@ -175,9 +197,7 @@ class GcpProvider:
         now = time.time()
         expiry = credential.expiration_timestamp
         refresh_at = _ENGINE_REFRESH.refresh_at(now, expiry.timestamp()) if expiry is not None else now
-        self._held = _Held(credential, refresh_at)
-        _log.debug("gcp token obtained", source=source.description, expires=credential.expiration_timestamp)
-        return self._held
+        return _Held(credential, refresh_at)
 
     @staticmethod
     def _failure(source: Source, request: BoundedRequest, exc: BaseException) -> str:
