@@ -20,6 +20,7 @@ Misbehaviour:
   --fail-runs N          with --count-file: exit 1 on runs 1..N, answer on later ones
   --fail-for IMAGE       exit 1 (naming the image on stderr) when asked about IMAGE
   --stderr TEXT          write TEXT to stderr
+  --echo-request         write the request, as read, to stderr (a plugin that leaks what it was sent)
   --spam-bytes N         write N bytes of junk to stdout first
   --hang                 never answer (sleeps until killed)
   --wait-for FILE        before answering, wait until FILE exists (a gate a test opens)
@@ -94,7 +95,7 @@ def main() -> int:
         parser.add_argument(flag)
     parser.add_argument("--auth", action="append", default=[])
     parser.add_argument("--record-env", action="append", default=[])
-    for flag in ("--password-per-run", "--password-from-token", "--hang"):
+    for flag in ("--password-per-run", "--password-from-token", "--hang", "--echo-request"):
         parser.add_argument(flag, action="store_true")
     options, extra = parser.parse_known_args()
 
@@ -113,6 +114,8 @@ def main() -> int:
     if options.hang:
         while True:
             time.sleep(60)
+    if options.echo_request:
+        sys.stderr.write(raw_request)
     if options.stderr:
         sys.stderr.write(options.stderr)
         sys.stderr.flush()

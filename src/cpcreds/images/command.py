@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command; raises :class:`~cpcreds.CredentialError` (the CLI prints it)."""
     from .credentials import ImageCredentials
     from .runner import DEFAULT_TIMEOUT
+    from .serviceaccount import missing_annotation
 
     options: dict[str, Any] = {"timeout": args.timeout or DEFAULT_TIMEOUT}
     if args.service_account_token_file:
@@ -139,11 +140,19 @@ def run(args: argparse.Namespace) -> int:
         options["service_account_annotations"] = dict(args.service_account_annotations)
     with ImageCredentials.from_kubelet_config(args.provider_config, args.bin_dir, **options) as images:
         credentials = images.get(args.image)
+        matching = set(images.providers_for(args.image))
+        annotations = dict(args.service_account_annotations)
+        for provider in images.config.providers:
+            attributes = provider.token_attributes
+            missing = missing_annotation(attributes, annotations) if attributes and args.service_account_token_file else None
+            if provider.name in matching and missing is not None:
+                matching.discard(provider.name)
+                _warn(f"provider {provider.name} not run: the service account has no annotation {missing}, which its tokenAttributes require (the kubelet skips it too)")
         if not credentials:
-            providers = images.providers_for(args.image)
+            providers = [provider.name for provider in images.config.providers if provider.name in matching]
             if providers:
                 _warn(f"no credentials for {credentials.image}: {', '.join(providers)} answered no key that matches it")
-            else:
+            elif not images.providers_for(args.image):
                 _warn(f"no credentials for {credentials.image}: no provider's matchImages match it")
     if args.output == "docker-config":
         sys.stdout.write(json.dumps(credentials.docker_config(), indent=2) + "\n")

@@ -20,8 +20,6 @@ one dictionary lookup and one clock read.
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import math
 import os
 import threading
@@ -30,7 +28,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from ..config.documents import read_or_raise
 from ..errors import CredentialError, ImageCredentialError
 from .cache import DEFAULT_MAX_ENTRIES, DEFAULT_PURGE_INTERVAL, CacheEntry, ImageCredentialCache
 from .config import CredentialProvider, CredentialProviderConfig, load_credential_provider_config
@@ -38,11 +35,11 @@ from .match import merge_auth, parse_schemeless_url, select_auth
 from .protocol import AuthConfig
 from .reference import DOCKER_HUB, ImageReference, parse_image
 from .runner import DEFAULT_TIMEOUT, PluginRunner
+from .serviceaccount import MAX_TOKEN_BYTES, Ask, ServiceAccount, check_answer, for_request, from_options
+from .serviceaccount import ask as ask_for
 
 __all__ = ["ImageCredentials", "RegistryCredential", "RegistryCredentials", "docker_config_key", "MAX_TOKEN_BYTES"]
 
-#: A projected service-account token is a JWT of a few KiB.
-MAX_TOKEN_BYTES = 64 * 1024
 #: How many image strings keep their answer for the fast path.
 _MAX_REMEMBERED = 10_000
 #: The key docker, crane and podman read Docker Hub credentials from in config.json.
@@ -136,49 +133,6 @@ class RegistryCredentials(Sequence[RegistryCredential]):
         }
 
 
-class _ServiceAccount:
-    """The service account a provider's ``tokenAttributes`` ask for: a token read from a file
-    when a plugin runs (projected tokens are rotated), and annotations as the kubelet would read
-    them from the ServiceAccount object."""
-
-    def __init__(self, token_file: str | None, annotations: Mapping[str, str]) -> None:
-        self.token_file = token_file
-        self.annotations = dict(annotations)
-
-    def read_token(self, provider: str) -> str:
-        def refused(problem: str) -> ImageCredentialError:
-            return ImageCredentialError(f"provider {provider}: service-account token file {self.token_file}: {problem}")
-
-        # Regular files only, bounded: a FIFO or a device is refused, not read.
-        data = read_or_raise(self.token_file or "", refused, max_bytes=MAX_TOKEN_BYTES)
-        try:
-            token = data.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            token = None  # raised below, outside the except block: a decode error carries the file's bytes
-        if token is None:
-            raise refused("is not UTF-8 text")
-        if not token:
-            raise refused("is empty")
-        return token
-
-
-@dataclass(frozen=True)
-class _Ask:
-    """What to send one provider for one lookup, and the identity its answers are kept under."""
-
-    identity: str
-    token_loader: Callable[[], str | None]
-    annotations: Mapping[str, str]
-    cacheable_by_image_string: bool
-
-
-def _no_token() -> None:
-    return None
-
-
-_PLAIN = _Ask("", _no_token, {}, True)
-
-
 class ImageCredentials:
     """Registry credentials for images, from kubelet credential provider plugins (KEP-2133).
 
@@ -188,11 +142,12 @@ class ImageCredentials:
     :class:`~cpcreds.ImageCredentialError`.
 
     ``timeout`` bounds each plugin run (seconds; the kubelet uses one minute).
-    ``service_account_token_file`` is the token sent as ``serviceAccountToken`` to providers
-    whose ``tokenAttributes`` ask for one (read again at every run), and
-    ``service_account_annotations`` the service account's annotations, of which each such
-    provider gets the ones its tokenAttributes name. ``clock`` (monotonic seconds) is for tests
-    that simulate time; ``max_entries`` bounds the cache.
+    ``service_account_token_file`` is this program's own service-account token, sent as
+    ``serviceAccountToken`` to providers whose ``tokenAttributes`` ask for one (read again at
+    every run), and ``service_account_annotations`` that service account's annotations, of which
+    each such provider gets the ones its tokenAttributes name. A lookup on a pod's behalf gives
+    the pod's token and annotations to :meth:`get` instead. ``clock`` (monotonic seconds) is for
+    tests that simulate time; ``max_entries`` bounds the cache.
     """
 
     def __init__(
@@ -212,15 +167,11 @@ class ImageCredentials:
             raise ImageCredentialError("max_entries must be a whole number of at least 1")
         if isinstance(purge_interval, bool) or not isinstance(purge_interval, (int, float)) or not 0 <= purge_interval < math.inf:
             raise ImageCredentialError("purge_interval must be a number of seconds, 0 or more")
-        annotations = dict(service_account_annotations or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()):
-            raise ImageCredentialError("service_account_annotations must map strings to strings")
         self.config = config
         self._runner = PluginRunner(timeout=timeout)
         self._cache = ImageCredentialCache(clock=clock, max_entries=max_entries, purge_interval=purge_interval)
         self._clock = clock
-        token_file = os.fspath(service_account_token_file) if service_account_token_file is not None else None
-        self._service_account = _ServiceAccount(token_file, annotations)
+        self._service_account = from_options(service_account_token_file, service_account_annotations)
         # image string -> (valid until, answer): the fast path of get().
         self._remembered: dict[str, tuple[float, RegistryCredentials]] = {}
         self._closed = False
@@ -241,20 +192,40 @@ class ImageCredentials:
 
     # -- lookups -----------------------------------------------------------------------------
 
-    def get(self, image: str) -> RegistryCredentials:
+    def get(
+        self,
+        image: str,
+        *,
+        service_account_token: str | None = None,
+        service_account_annotations: Mapping[str, str] | None = None,
+        service_account: tuple[str, str, str] | None = None,
+    ) -> RegistryCredentials:
         """The registry credentials that apply to ``image`` (``nginx``,
         ``gcr.io/project/app:1.0``, ``registry:5000/team/app@sha256:…``), best first.
+
+        On a pod's behalf (KEP-4412), give that pod's service-account token
+        (``service_account_token``, for the audience the providers' tokenAttributes name), its
+        service account's annotations (``service_account_annotations``; each provider is sent
+        only the keys it names) and, so that answers of a ``cacheType: ServiceAccount`` provider
+        are shared by that service account's pods, its ``service_account=(namespace, name,
+        uid)``; without it they are kept per token. These replace the constructor's token file
+        and annotations for this lookup, and its answers never serve another token or service
+        account. A provider whose required annotation is missing is not run and gives no
+        credentials, as the kubelet skips it.
 
         Raises :class:`~cpcreds.InvalidImageError` for a string that is not an image
         reference, a :class:`~cpcreds.PluginError` naming the provider when a matching plugin
         fails, times out or answers something unusable (nothing is cached then),
         :class:`~cpcreds.ImageCredentialError` when a provider requires a service-account token
-        that was not given or after :meth:`close`.
+        that was not given, for a malformed token, annotations or ``service_account``, and
+        after :meth:`close`.
         """
-        remembered = self._remembered.get(image)
-        if remembered is not None and self._clock() < remembered[0]:
-            return remembered[1]
-        return self._lookup(image)
+        if service_account_token is None and service_account_annotations is None and service_account is None:
+            remembered = self._remembered.get(image)
+            if remembered is not None and self._clock() < remembered[0]:
+                return remembered[1]
+            return self._lookup(image, self._service_account)
+        return self._lookup(image, for_request(service_account_token, service_account_annotations, service_account))
 
     def providers_for(self, image: str) -> list[str]:
         """The names of the providers whose matchImages match ``image``, in config order (runs
@@ -263,18 +234,22 @@ class ImageCredentials:
         target = parse_schemeless_url(reference.repository)
         return [provider.name for provider in self.config.providers if provider.matches(target)]
 
-    def _lookup(self, image: str) -> RegistryCredentials:
+    def _lookup(self, image: str, account: ServiceAccount | None) -> RegistryCredentials:
         if self._closed:
             raise ImageCredentialError("the ImageCredentials is closed")
         reference = parse_image(image)
         target = parse_schemeless_url(reference.repository)
         answers: list[Mapping[str, tuple[str, AuthConfig]]] = []
         valid_until = math.inf
-        rememberable = True
+        # Only the constructor's own service account may answer from the fast path: it is keyed by
+        # the image string alone.
+        rememberable = account is self._service_account
         for provider in self.config.providers:
             if not provider.matches(target):
                 continue
-            ask = self._ask(provider)
+            ask = ask_for(provider, account)
+            if ask is None:
+                continue  # the kubelet does not run it: a required annotation is missing
             entry = self._answer(provider, reference, ask)
             valid_until = min(valid_until, entry.expires_at)
             rememberable = rememberable and ask.cacheable_by_image_string
@@ -299,35 +274,7 @@ class ImageCredentials:
         if len(self._remembered) >= _MAX_REMEMBERED:
             self._remembered.clear()
 
-    def _ask(self, provider: CredentialProvider) -> _Ask:
-        attributes = provider.token_attributes
-        if attributes is None:
-            return _PLAIN
-        account = self._service_account
-        if account.token_file is None:
-            if attributes.require_service_account:
-                raise ImageCredentialError(
-                    f"provider {provider.name}: tokenAttributes.requireServiceAccount is true, but no service-account token "
-                    "was given (service_account_token_file=, --service-account-token-file)"
-                )
-            return _PLAIN  # the kubelet runs it without a token for pods without a service account
-        missing = [key for key in attributes.required_service_account_annotation_keys if key not in account.annotations]
-        if missing:
-            raise ImageCredentialError(
-                f"provider {provider.name}: the service account lacks the required annotation {missing[0]} "
-                "(tokenAttributes.requiredServiceAccountAnnotationKeys); the kubelet would not run this plugin"
-            )
-        wanted = (*attributes.required_service_account_annotation_keys, *attributes.optional_service_account_annotation_keys)
-        annotations = {key: account.annotations[key] for key in wanted if key in account.annotations}
-        identity = json.dumps(sorted(annotations.items()))
-        if attributes.cache_type == "Token":
-            # Answers belong to the token: a rotated token is a new key. The file is read now.
-            token = account.read_token(provider.name)
-            identity += "\x00" + hashlib.sha256(token.encode()).hexdigest()
-            return _Ask(identity, lambda: token, annotations, False)
-        return _Ask(identity, lambda: account.read_token(provider.name), annotations, True)
-
-    def _answer(self, provider: CredentialProvider, reference: ImageReference, ask: _Ask) -> CacheEntry:
+    def _answer(self, provider: CredentialProvider, reference: ImageReference, ask: Ask) -> CacheEntry:
         cache = self._cache
         while True:
             begun = cache.begin(provider.name, reference, ask.identity)
@@ -338,12 +285,11 @@ class ImageCredentials:
                 try:
                     if self._closed:
                         raise ImageCredentialError("the ImageCredentials is closed")
+                    token = ask.token()
                     response = self._runner.run(
-                        provider,
-                        reference.repository,
-                        service_account_token=ask.token_loader(),
-                        service_account_annotations=ask.annotations or None,
+                        provider, reference.repository, service_account_token=token, service_account_annotations=ask.annotations or None
                     )
+                    check_answer(provider, ask, token, response.auth.values())
                 except CredentialError as error:
                     cache.fail(flight, error)
                     raise

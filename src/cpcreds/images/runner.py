@@ -19,10 +19,11 @@ import time
 from collections.abc import Mapping
 
 from ..exec.process import Groups
-from ..errors import PluginOutputError, ProviderError
+from ..errors import CredentialError, PluginOutputError, ProviderError
 from ..exec.provider import Job, run_command
 from .config import CredentialProvider
 from .protocol import MAX_RESPONSE_BYTES, CredentialProviderResponse, ProtocolError, encode_request, parse_response
+from .serviceaccount import scrub
 
 __all__ = ["PluginRunner", "DEFAULT_TIMEOUT"]
 
@@ -68,16 +69,25 @@ class PluginRunner:
             service_account_token=service_account_token,
             service_account_annotations=service_account_annotations,
         )
-        result = run_command(
-            Job(provider.name, provider.executable, self.timeout),
-            provider.executable,
-            [provider.executable, *provider.args],
-            _environment(provider),
-            deadline=time.monotonic() + self.timeout,
-            groups=self._groups,
-            max_stdout_bytes=MAX_RESPONSE_BYTES,
-            stdin=request,
-        )
+        try:
+            result = run_command(
+                Job(provider.name, provider.executable, self.timeout),
+                provider.executable,
+                [provider.executable, *provider.args],
+                _environment(provider),
+                deadline=time.monotonic() + self.timeout,
+                groups=self._groups,
+                max_stdout_bytes=MAX_RESPONSE_BYTES,
+                stdin=request,
+            )
+        except CredentialError as error:
+            # A plugin may echo its request on stderr, whose tail the message quotes: the token
+            # it was sent is taken out, whatever its shape (redaction knows JWTs, not every token).
+            message = str(error)
+            scrubbed = scrub(message, service_account_token)
+            if scrubbed != message:
+                error.args = (scrubbed,)
+            raise
         problem = None
         try:
             return parse_response(result.stdout, provider.api_version)
