@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -361,14 +361,29 @@ def _read_document(path: str) -> Any:
     return load_or_raise(data, error, source=path, syntax="json" if path.endswith(".json") else "auto", limits=CONFIG_LIMITS)
 
 
-def _config_files(path: str) -> list[str]:
+def _mode(path: str, missing: str, unreadable: str, fail: Callable[[str], ConfigError]) -> int:
+    """``os.stat(path).st_mode``, or ``fail`` worded ``missing`` (it does not exist) or
+    ``unreadable: <why>``."""
     problem: str | None = None
     try:
-        if not stat.S_ISDIR(os.stat(path).st_mode):
-            return [path]
-        names = sorted(os.listdir(path))
+        return os.stat(path).st_mode
     except FileNotFoundError:
-        problem = "file not found"
+        problem = missing
+    except OSError as exc:
+        problem = f"{unreadable}: {exc.strerror or type(exc).__name__}"
+    raise fail(problem)
+
+
+def _at(source: str) -> Callable[[str], ConfigError]:
+    return lambda problem: ConfigError(problem, source=source)
+
+
+def _config_files(path: str) -> list[str]:
+    if not stat.S_ISDIR(_mode(path, "file not found", "cannot read", _at(path))):
+        return [path]
+    problem = None
+    try:
+        names = sorted(os.listdir(path))
     except OSError as exc:
         problem = f"cannot read: {exc.strerror or type(exc).__name__}"
     if problem is not None:
@@ -380,32 +395,22 @@ def _config_files(path: str) -> list[str]:
 
 
 def _check_bin_dir(bin_dir: str) -> None:
-    problem: str | None = None
-    try:
-        if not stat.S_ISDIR(os.stat(bin_dir).st_mode):
-            problem = "is not a directory"
-    except FileNotFoundError:
-        problem = "plugin binary directory did not exist"
-    except OSError as exc:
-        problem = f"cannot inspect the plugin binary directory: {exc.strerror or type(exc).__name__}"
-    if problem is not None:
-        raise ConfigError(problem, source=bin_dir)
+    mode = _mode(bin_dir, "plugin binary directory did not exist", "cannot inspect the plugin binary directory", _at(bin_dir))
+    if not stat.S_ISDIR(mode):
+        raise ConfigError("is not a directory", source=bin_dir)
 
 
 def _check_executable(provider: CredentialProvider) -> None:
-    problem: str | None = None
-    try:
-        mode = os.stat(provider.executable).st_mode
-        if not stat.S_ISREG(mode):
-            problem = f"plugin binary {provider.executable} is not a file"
-        elif not os.access(provider.executable, os.X_OK):
-            problem = f"plugin binary {provider.executable} is not executable"
-    except FileNotFoundError:
-        problem = f"plugin binary executable {provider.executable} did not exist"
-    except OSError as exc:
-        problem = f"cannot inspect plugin binary {provider.executable}: {exc.strerror or type(exc).__name__}"
-    if problem is not None:
-        raise ConfigError(problem, source=provider.source, entry=provider.name, field=f"providers[{provider.index}].name")
+    executable = provider.executable
+
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(problem, source=provider.source, entry=provider.name, field=f"providers[{provider.index}].name")
+
+    mode = _mode(executable, f"plugin binary executable {executable} did not exist", f"cannot inspect plugin binary {executable}", fail)
+    if not stat.S_ISREG(mode):
+        raise fail(f"plugin binary {executable} is not a file")
+    if not os.access(executable, os.X_OK):
+        raise fail(f"plugin binary {executable} is not executable")
 
 
 def load_credential_provider_config(path: str | os.PathLike[str], bin_dir: str | os.PathLike[str]) -> CredentialProviderConfig:
