@@ -175,3 +175,26 @@ def test_passwords_a_failing_plugin_echoes_never_reach_the_error(tmp_path: Path)
     run = cpcreds("registry.io/app", "--image-credential-provider-config", str(config), "--image-credential-provider-bin-dir", str(tmp_path / "bin"))
     assert run.returncode == 1 and len(run.stderr.splitlines()) == 1
     assert "docker login -p [REDACTED]" in run.stderr and SECRET not in run.stderr
+
+
+def test_a_provider_skipped_for_a_missing_required_annotation_is_named_in_a_warning(tmp_path: Path) -> None:
+    attributes = {"serviceAccountTokenAudience": "sts.amazonaws.com", "requireServiceAccount": True,
+                  "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/ecr-role-arn"], "cacheType": "ServiceAccount"}
+    record = tmp_path / "record.jsonl"
+    install(tmp_path / "bin", "ecr", "--auth", "REGISTRY=AWS:p", "--record", str(record))
+    config = write_config(tmp_path / "config.json", provider_entry("ecr", "*.dkr.ecr.*.amazonaws.com", tokenAttributes=attributes))
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    flags = ["--image-credential-provider-config", config, "--image-credential-provider-bin-dir", tmp_path / "bin", "--service-account-token-file", token]
+    image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app"
+    run = cpcreds(image, *flags, "--service-account-annotation", "other.io/x=y")
+    assert run.returncode == 0 and json.loads(run.stdout)["credentials"] == []
+    assert run.stderr == (
+        "cpcreds: warning: provider ecr not run: the service account has no annotation eks.amazonaws.com/ecr-role-arn, "
+        "which its tokenAttributes require (the kubelet skips it too)\n"
+    )
+    assert not record.exists()
+    run = cpcreds(image, *flags, "--service-account-annotation", "eks.amazonaws.com/ecr-role-arn=arn:aws:iam::123456789012:role/puller")
+    assert run.returncode == 0 and run.stderr == "" and SECRET not in run.stderr
+    request = json.loads(record.read_text())["request"]
+    assert (request["serviceAccountToken"], request["serviceAccountAnnotations"]) == (SECRET, {"eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/puller"})
