@@ -12,7 +12,11 @@ speaking the real protocols as msal and azure-identity use them.
 - ``POST /{tenant}/oauth2/v2.0/token``: the client credentials grant with a client secret, with a
   certificate's client assertion (a JWT signed by the registered certificate's key, RS256 or
   PS256, ``aud`` = this token endpoint, ``iss`` = ``sub`` = the client ID, not expired) or with a
-  federated client assertion (a registered workload identity token); ``scope`` must be one
+  federated client assertion: a registered token (:meth:`~FakeEntra.add_federated`), or, for a
+  federated identity credential (:meth:`~FakeEntra.add_federated_identity`: issuer, subject), a
+  service-account token JWT signed (RS256) by the key of the cluster issuer the fake trusts
+  (:meth:`~FakeEntra.service_account_token` mints them), ``iss``/``sub`` those of the credential,
+  ``aud`` holding ``api://AzureADTokenExchange``, not expired; ``scope`` must be one
   ``<resource>/.default``;
 - ``GET /msi/token``: a managed identity endpoint as App Service's (``IDENTITY_ENDPOINT`` = its
   :attr:`~FakeEntra.identity_endpoint`, ``IDENTITY_HEADER`` = :attr:`~FakeEntra.identity_header`,
@@ -28,7 +32,12 @@ speaking the real protocols as msal and azure-identity use them.
 Tokens are JWTs (``aud`` the resource, ``tid``, ``appid``, ``exp``) with a random signature
 (:meth:`FakeEntra.answer_for` makes them, and managed identity answers' ``resource``, say another);
 :meth:`FakeEntra.verify` says whether a token is one it issued, unexpired, for an audience: what
-the spoke fake (``SpokeServer.verify_tokens_with``) and the registry fake's ACR exchange accept.
+the spoke fake (``SpokeServer.verify_tokens_with``) accepts. :meth:`FakeEntra.registry_policy` is what
+the registry fake's ACR exchange accepts, as a registry's own settings and role assignments decide:
+tokens for the ACR audience (ARM-audience tokens only when ``arm_audience=True``, a registry's
+``azureADAuthenticationAsArmPolicy``), of the identities given ``AcrPull`` (``pullers``; any when
+``None``). :class:`TunnelRecorder` is an HTTPS proxy that records the registry host a client
+tunnels to and reaches none: where a plugin would exchange a token, without leaving loopback.
 Faults for the next requests of an endpoint (``token``, ``openid``, ``msi``, ``imds``): :meth:`FakeEntra.fail`
 with a :class:`~tests.fakes.http.Fault` (an error status and body, an answer that never comes,
 held until ``stop()``, a body cut off, a body without end, an echo of the request's secrets).
@@ -51,12 +60,20 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .apiserver import FakeAPIServer, JSONHandler
-from .http import Fault, send_fault
+from .http import Fault, Handler, LoopbackServer, Reply, SeenCall, send_fault
 from .pki import PKI
 
-__all__ = ["FakeEntra", "IssuedToken", "CLIENT_ASSERTION_TYPE", "AKS_SERVER_ID", "Fault"]
+__all__ = [
+    "FakeEntra", "IssuedToken", "TunnelRecorder", "CLIENT_ASSERTION_TYPE", "AKS_SERVER_ID", "ACR_AUDIENCE", "ARM_AUDIENCE",
+    "TOKEN_EXCHANGE_AUDIENCE", "Fault",
+]
 
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+#: The audience of Entra tokens for ACR, and the public cloud's ARM one.
+ACR_AUDIENCE = "https://containerregistry.azure.net"
+ARM_AUDIENCE = "https://management.azure.com"
+#: The audience a federated identity credential requires of a service-account token.
+TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 _ASKED = object()  # answer_for's "as asked"
 AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 
@@ -94,6 +111,10 @@ class FakeEntra(FakeAPIServer):
         self._secrets: dict[str, str] = {}
         self._certificates: dict[str, rsa.RSAPublicKey] = {}
         self._federated: dict[str, set[str]] = {}
+        self._federated_identities: dict[str, set[tuple[str, str]]] = {}
+        #: The issuer of the cluster whose service-account tokens the fake trusts, and its key.
+        self.cluster_issuer = "https://oidc.fake-cluster.example/"
+        self._cluster_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._managed: set[str] = set()
         self._issued: dict[str, IssuedToken] = {}
         self._faults: dict[str, list[Fault]] = {}
@@ -119,6 +140,40 @@ class FakeEntra(FakeAPIServer):
         """Accept ``subject_token`` (a projected service account token) as ``client_id``'s assertion."""
         with self._lock:
             self._federated.setdefault(client_id, set()).add(subject_token)
+
+    def add_federated_identity(self, client_id: str, subject: str, *, issuer: str | None = None) -> None:
+        """A federated identity credential of ``client_id``: service-account tokens of ``issuer``
+        (default :attr:`cluster_issuer`) for ``subject`` (``system:serviceaccount:<ns>:<name>``)."""
+        with self._lock:
+            self._federated_identities.setdefault(client_id, set()).add((issuer or self.cluster_issuer, subject))
+
+    def service_account_token(
+        self, subject: str, *, audience: Any = TOKEN_EXCHANGE_AUDIENCE, issuer: str | None = None, lifetime: int = 3600,
+        key: rsa.RSAPrivateKey | None = None,
+    ) -> str:
+        """A projected service-account token as kube-apiserver signs it (RS256, by the cluster
+        issuer's key unless ``key`` is another)."""
+        now = int(time.time())
+        claims = {"iss": issuer or self.cluster_issuer, "sub": subject, "aud": audience if isinstance(audience, list) else [audience],
+                  "iat": now, "nbf": now, "exp": now + lifetime}
+        head = _b64url(json.dumps({"alg": "RS256", "kid": "cluster", "typ": "JWT"}).encode())
+        body = _b64url(json.dumps(claims).encode())
+        signature = (key or self._cluster_key).sign(f"{head}.{body}".encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{head}.{body}.{_b64url(signature)}"
+
+    def registry_policy(self, *, arm_audience: bool = False, pullers: set[str] | None = None) -> Any:
+        """What a registry's ``/oauth2/exchange`` accepts (for ``FakeRegistry.enable_acr_exchange``):
+        an unexpired token this fake issued for the ACR audience (or ARM's, when the registry
+        accepts ARM-audience tokens), to one of ``pullers`` (client IDs; anyone when ``None``)."""
+        audiences = {ACR_AUDIENCE, ARM_AUDIENCE} if arm_audience else {ACR_AUDIENCE}
+
+        def accepts(token: str) -> bool:
+            with self._lock:
+                issued = self._issued.get(token)
+            return (issued is not None and issued.expires > time.time() and issued.audience in audiences
+                    and (pullers is None or issued.client_id in pullers))
+
+        return accepts
 
     def add_managed_identity(self, client_id: str) -> None:
         """A managed identity; the first one added is the system-assigned one (no client_id asked)."""
@@ -232,8 +287,14 @@ class FakeEntra(FakeAPIServer):
             return self._error("invalid_client", "AADSTS7000218: no client_assertion or client_secret.", 401)
         with self._lock:
             federated = assertion in self._federated.get(client_id, set())
+            identities = set(self._federated_identities.get(client_id, set()))
             key = self._certificates.get(client_id)
         if federated:
+            return 200, self._issue(client_id, "federated", resources[0])
+        if identities:
+            problem = self._federated_problem(assertion, identities)
+            if problem is not None:
+                return self._error("invalid_client", problem, 401)
             return 200, self._issue(client_id, "federated", resources[0])
         if key is not None and self._assertion_valid(assertion, key, client_id):
             return 200, self._issue(client_id, "certificate", resources[0])
@@ -259,6 +320,25 @@ class FakeEntra(FakeAPIServer):
             and isinstance(claims.get("exp"), (int, float)) and claims["exp"] > now
             and ("x5t" in header or "x5t#S256" in header)
         )
+
+    def _federated_problem(self, assertion: str, identities: set[tuple[str, str]]) -> str | None:
+        """Why a service-account token is no assertion for these federated credentials (``None``: it is)."""
+        try:
+            head, body, signature = assertion.split(".")
+            header, claims = json.loads(_unb64url(head)), json.loads(_unb64url(body))
+            if header.get("alg") != "RS256":
+                return "AADSTS50027: JWT token is invalid or malformed."
+            self._cluster_key.public_key().verify(_unb64url(signature), f"{head}.{body}".encode(), padding.PKCS1v15(), hashes.SHA256())
+        except (ValueError, InvalidSignature, UnicodeDecodeError, AttributeError):
+            return "AADSTS50027: JWT token is invalid or malformed."
+        if not isinstance(claims, dict) or (claims.get("iss"), claims.get("sub")) not in identities:
+            return "AADSTS700213: No matching federated identity record found for presented assertion subject."
+        audience = claims.get("aud")
+        if TOKEN_EXCHANGE_AUDIENCE not in (audience if isinstance(audience, list) else [audience]):
+            return "AADSTS700212: No matching federated identity record found for presented assertion audience."
+        if not isinstance(claims.get("exp"), (int, float)) or claims["exp"] <= time.time():
+            return "AADSTS700024: Client assertion is not within its valid time range."
+        return None
 
     def _msi(self, query: dict[str, str], header: str | None) -> tuple[int, Any]:
         if header is None or not secrets.compare_digest(header, self.identity_header):
@@ -351,4 +431,29 @@ class _EntraHandler(JSONHandler):
 
 
 FakeEntra.handler_class = _EntraHandler
+
+
+class TunnelRecorder(LoopbackServer):
+    """An HTTP proxy (``HTTPS_PROXY``) on loopback that records the ``host:port`` of each
+    ``CONNECT`` and refuses it (``403``): which registry a client would have reached, without
+    leaving loopback (``NO_PROXY`` keeps the other fakes direct)."""
+
+    def __init__(self) -> None:
+        super().__init__(token_lifetime=0)
+
+    @property
+    def tunnels(self) -> list[str]:
+        """The ``host:port`` of each ``CONNECT``, in order."""
+        return [call.path for call in self.seen if call.endpoint == "connect"]
+
+    def _connect(self, handler: Handler) -> None:
+        with self._lock:
+            self._seen.append(SeenCall("connect", "CONNECT", handler.path, {}, None, None, handler.headers.get("Host")))
+        handler.send_error(403, "this proxy reaches no registry")
+
+    def _endpoint(self, method: str, path: str) -> str:
+        return "other"
+
+    def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
+        return Reply(405, b"{}")
 

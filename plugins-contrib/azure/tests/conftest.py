@@ -15,11 +15,11 @@ import pytest
 
 from cpcreds.config.wire import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
-from tests.fakes.azure import AKS_SERVER_ID, FakeEntra
+from tests.fakes.azure import AKS_SERVER_ID, FakeEntra, TunnelRecorder
 from tests.fakes.registry import FakeRegistry
 from tests.fakes.spoke import SpokeServer
 
-from azure_helpers import CLIENT_ID, PROVIDER  # noqa: E402
+from azure_helpers import CLIENT_ID, NODE_CLIENT_ID, PROVIDER  # noqa: E402
 
 pki = spoke_fixtures.pki
 make_spoke = spoke_fixtures.make_spoke
@@ -107,10 +107,29 @@ def fake_az(tmp_path: Path, entra: FakeEntra, azure_env: dict[str, str]) -> Call
 
 @pytest.fixture
 def registry(pki, entra: FakeEntra) -> Iterator[FakeRegistry]:
-    """A registry fake whose ACR exchange takes the Entra fake's ARM-scoped tokens."""
+    """A registry fake whose ACR exchange takes the Entra fake's ACR-audience tokens only (its
+    ARM-audience authentication disabled), from any identity."""
     with FakeRegistry(pki) as server:
-        server.enable_acr_exchange(lambda token: entra.verify(token, "https://management.azure.com"))
+        server.enable_acr_exchange(entra.registry_policy())
         yield server
+
+
+@pytest.fixture
+def tunnels(monkeypatch: pytest.MonkeyPatch) -> Iterator[TunnelRecorder]:
+    """An HTTPS_PROXY that records which registry host a plugin tunnels to and lets none through
+    (the fakes on 127.0.0.1 stay direct, by NO_PROXY)."""
+    with TunnelRecorder() as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        yield proxy
+
+
+@pytest.fixture
+def node_identity(entra: FakeEntra, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An AKS node's kubelet identity: a system-assigned managed identity at the IMDS fake (for
+    ``--login=msi``). Returns its client ID."""
+    entra.add_managed_identity(NODE_CLIENT_ID)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", entra.imds_authority)
+    return NODE_CLIENT_ID
 
 
 #: ``make_engine(options, timeout="5s")``: an engine whose only provider is ``type: azure`` with

@@ -32,6 +32,7 @@ _ARM = (
     ("https://management.azure.com", "https://management.core.windows.net"),
     ("https://management.chinacloudapi.cn", "https://management.core.chinacloudapi.cn"),
     ("https://management.usgovcloudapi.net", "https://management.core.usgovcloudapi.net"),
+    ("https://management.microsoftazure.de", "https://management.core.cloudapi.de"),
 )
 _SHOWN = re.compile(r"(?:https?|api)://[a-z0-9.\-]{1,253}/?|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)
 

@@ -20,17 +20,35 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cpcreds.sdk import read_bounded
 
 from .options import ENVIRONMENTS, AzureOptions, authority_url
 from .transport import BoundedTransport
 
-__all__ = ["IdentityError", "build_credential", "authority", "tenant", "describe"]
+__all__ = [
+    "IdentityError",
+    "PodIdentity",
+    "CLIENT_ID_ANNOTATIONS",
+    "TENANT_ID_ANNOTATIONS",
+    "build_credential",
+    "pod_identity",
+    "pod_credential",
+    "authority",
+    "tenant",
+    "describe",
+]
 
+#: The service-account annotations that name the pod's identity for image pulls, the first
+#: present wins: acr-credential-provider's own keys, then Azure Workload Identity's.
+CLIENT_ID_ANNOTATIONS = ("kubernetes.azure.com/acr-client-id", "azure.workload.identity/client-id")
+TENANT_ID_ANNOTATIONS = ("kubernetes.azure.com/acr-tenant-id", "azure.workload.identity/tenant-id")
+
+_GUID_OR_DOMAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,252}")
 #: A certificate file with its key (PEM or PKCS#12) is a few KiB.
 MAX_CERTIFICATE_BYTES = 256 * 1024
 
@@ -103,24 +121,18 @@ _FAILURE_LOGGERS = tuple(
 )
 
 
-class _NoFailureText(logging.Filter):
-    """Drops azure-identity's WARNING-and-above records: the provider reports each failure itself,
-    in one line built from what it saw on the wire (never a body). Lower levels pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.WARNING
-
-
-_FILTER = _NoFailureText()
+def _below_warning(record: logging.LogRecord) -> bool:
+    # azure-identity's WARNING-and-above records are dropped: the provider reports each failure
+    # itself, in one line built from what it saw on the wire (never a body). Lower levels pass.
+    return record.levelno < logging.WARNING
 
 
 def _hush_failure_logs() -> None:
     # A filter on those loggers only (no handler, no level is touched): without it, Python's
     # last-resort handler prints the quoted answer on stderr when an application has no logging set up.
-    for name in _FAILURE_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+    for logger in map(logging.getLogger, _FAILURE_LOGGERS):
+        if _below_warning not in logger.filters:
+            logger.addFilter(_below_warning)
 
 
 def build_credential(options: AzureOptions, transport: BoundedTransport, timeout: float, environ: Mapping[str, str] | None = None) -> Any:
@@ -202,4 +214,69 @@ def build_credential(options: AzureOptions, transport: BoundedTransport, timeout
         process_timeout=max(1, int(timeout)),
         disable_instance_discovery=options.disable_instance_discovery,
         **common,
+    )
+
+
+class PodIdentity(NamedTuple):
+    """The pod's own identity for an image pull (KEP-4412): its service-account ``token``, the
+    federated credential's ``client_id`` and ``tenant_id``. Never in ``repr``: the token."""
+
+    client_id: str
+    tenant_id: str
+    token: str
+
+    def __repr__(self) -> str:
+        return f"PodIdentity(client_id={self.client_id!r}, tenant_id={self.tenant_id!r})"
+
+
+def _annotated(annotations: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = annotations.get(key, "").strip()
+        if value:
+            if not _GUID_OR_DOMAIN.fullmatch(value):  # it goes into the token endpoint's path
+                raise IdentityError(f"the service account's annotation {key} is not a GUID (nor a domain name)")
+            return value
+    return None
+
+
+def pod_identity(
+    token: str | None, annotations: Mapping[str, str], options: AzureOptions, environ: Mapping[str, str] | None = None
+) -> PodIdentity | None:
+    """The pod's identity when the kubelet sent its service-account token, ``None`` when the node's
+    identity pulls: no token, or (``requireServiceAccount: false``) no client-id annotation. A token
+    without a client id (``requireServiceAccount: true``) or without a tenant is an
+    :class:`IdentityError` naming what is missing: the pod's pull never falls back to the node."""
+    if not token:
+        return None
+    client_id = _annotated(annotations, CLIENT_ID_ANNOTATIONS)
+    if client_id is None:
+        if not options.require_service_account:
+            return None
+        raise IdentityError(
+            f"the pod's service account has no {CLIENT_ID_ANNOTATIONS[1]} (or {CLIENT_ID_ANNOTATIONS[0]}) annotation: "
+            "annotate it with the client id of its federated identity, and list the key in the kubelet config's "
+            "requiredServiceAccountAnnotationKeys (or set requireServiceAccount false to pull with the node's identity)"
+        )
+    tenant_id = _annotated(annotations, TENANT_ID_ANNOTATIONS) or tenant(options, os.environ if environ is None else environ)
+    if not tenant_id:
+        raise IdentityError(
+            f"the pod's identity needs a tenant: the service account's {TENANT_ID_ANNOTATIONS[1]} annotation, "
+            "or tenantId (or AZURE_TENANT_ID in the environment)"
+        )
+    return PodIdentity(client_id, tenant_id, token)
+
+
+def pod_credential(pod: PodIdentity, options: AzureOptions, transport: BoundedTransport, environ: Mapping[str, str] | None = None) -> Any:
+    """azure-identity's workload-identity path for ``pod``: a ClientAssertionCredential whose
+    assertion is the pod's service-account token. Built per pull, so that no token of one pod is
+    ever held for another."""
+    _hush_failure_logs()
+    from azure.identity import ClientAssertionCredential
+
+    token = pod.token
+    return ClientAssertionCredential(
+        pod.tenant_id, pod.client_id, lambda: token,
+        authority=authority(options, os.environ if environ is None else environ),
+        disable_instance_discovery=options.disable_instance_discovery,
+        transport=transport, retry_total=0,
     )

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from cpcreds.sdk import Options, option, type_name
 
+from .acr import ACR_AUDIENCE, ACR_SUFFIXES, login_server
+
 __all__ = ["AzureOptions", "AKS_SERVER_ID", "LOGIN_MODES", "ENVIRONMENTS", "authority_url"]
 
 #: The application ID of the AKS AAD server (the audience of every AKS cluster's tokens).
@@ -33,6 +35,8 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,252}")
 # A server ID is an application ID URI or GUID: it becomes the scope "<server-id>/.default".
 _SERVER_ID = re.compile(r"[A-Za-z0-9][\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]{0,511}")
 _RESOURCE_ID = re.compile(r"/subscriptions/[^\s?#]{1,1024}")
+_HOST = re.compile(r"[A-Za-z0-9.\-]{1,253}")
+_REGISTRY = re.compile(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?")
 
 
 def authority_url(host: str) -> str:
@@ -98,22 +102,54 @@ def _authority(value: str) -> str:
     return url
 
 
-def _registries(value: Any) -> tuple[str, ...]:
+def _words(value: Any, what: str) -> list[str]:
     # YAML gives a list; a flag gives "a,b" (or a list of such strings when repeated).
     items = value if isinstance(value, (list, tuple)) else [value]
-    hosts: list[str] = []
-    for item in items:
-        if not isinstance(item, str):
-            raise ValueError("must be a list of registry hosts or a comma-separated string")
-        hosts.extend(part for part in re.split(r"[,\s]+", item) if part)
-    for host in hosts:
-        if not re.fullmatch(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?", host):
-            raise ValueError("each registry must be a host[:port]")
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"must be a list of {what} or a comma-separated string")
+    return [part for item in items for part in re.split(r"[,\s]+", item) if part]
+
+
+def _registries(value: Any) -> tuple[str, ...]:
+    hosts = _words(value, "registry hosts")
+    if not all(_REGISTRY.fullmatch(host) for host in hosts):
+        raise ValueError("each registry must be a host[:port]")
     return tuple(host.lower() for host in hosts)
+
+
+def _mirrors(value: Any) -> dict[str, str]:
+    # acr-credential-provider's --registry-mirror: "source:target,source:target" (spaces ignored);
+    # YAML may give a mapping. The target may have a port (source:host:port).
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        joined = ["".join(item.split()) if isinstance(item, str) else item for item in items]
+        pairs = [tuple(word.split(":", 1)) for word in _words(joined, "source:target pairs")]
+    mirrors: dict[str, str] = {}
+    for pair in pairs:
+        source, target = pair if len(pair) == 2 else ("", "")
+        if not (isinstance(source, str) and _HOST.fullmatch(source) and isinstance(target, str) and _REGISTRY.fullmatch(target)):
+            raise ValueError("each mirror must be source:target, two registry hosts (docker.io:mymirror.azurecr.io)")
+        mirrors[source.lower()] = target.lower()
+    return mirrors
+
+
+def _suffix(value: str) -> str:
+    suffix = value if value.startswith(".") else f".{value}"
+    if not re.fullmatch(r"(\.[a-z0-9]([a-z0-9\-]{0,61}[a-z0-9])?){2,}", suffix.lower()):
+        raise ValueError("must be a DNS suffix of two labels or more, such as .azurecr.my.cloud")
+    return suffix.lower()
 
 
 _server = _matching(_SERVER_ID, "must be an application ID or ID URI: printable ASCII without spaces, quotes or commas")
 _ident = _matching(_ID, "must be a GUID (letters, digits, dots and dashes)")
+
+
+def _audience(value: str) -> str:
+    if value.lower() == "arm":
+        return "arm"
+    return _server(value).removesuffix("/.default")
 
 
 class AzureOptions(Options):
@@ -172,14 +208,26 @@ class AzureOptions(Options):
         names=("disableInstanceDiscovery",),
         description="Do not ask login.microsoftonline.com to validate the authority (an authority host Microsoft does not know).",
     )
+    # The kubelet plugin's: which images are ACR's, and the Entra token exchanged at the registry.
     registries: tuple[str, ...] = option(
-        (),
-        parse=_registries,
-        description="Kubelet plugin: registry hosts to answer besides *.azurecr.io, *.azurecr.cn and *.azurecr.us (a private endpoint; a flag also takes a,b).",
+        (), parse=_registries,
+        description="Kubelet plugin: registry hosts to answer besides *.azurecr.io, .cn, .de and .us (a flag also takes a,b).",
     )
-    acr_scope: str | None = option(
-        None, names=("acrScope",), check=_server,
-        description="Kubelet plugin: the scope of the Entra token exchanged at the registry (default: the registry's cloud's ARM scope).",
+    container_registry_dns_suffix: str | None = option(
+        None, names=("containerRegistryDnsSuffix", "containerRegistryDNSSuffix"), check=_suffix,
+        description="Kubelet plugin: the login-server suffix of another cloud's registries, such as .azurecr.my.cloud.",
+    )
+    registry_mirror: dict[str, str] = option(
+        {}, names=("registryMirror",), parse=_mirrors,
+        description="Kubelet plugin: source:target pairs (docker.io:mymirror.azurecr.io): images of the source registry pull from that ACR.",
+    )
+    acr_audience: str = option(
+        ACR_AUDIENCE, names=("acrAudience", "acrScope"), check=_audience,
+        description="Kubelet plugin: the audience of the Entra token exchanged at the registry; arm: the registry's cloud's ARM.",
+    )
+    require_service_account: bool = option(
+        True, names=("requireServiceAccount",),
+        description="Kubelet plugin: a pod's service account token without a client-id annotation is an error (false: the node's identity pulls).",
     )
 
     def check_options(self) -> None:
@@ -201,6 +249,15 @@ class AzureOptions(Options):
             raise ValueError("clientId and identityResourceId are exclusive: a managed identity is named by one")
         if self.authority_host is not None and self.environment is not None:
             raise ValueError("authorityHost and environment are exclusive: give one")
+        for source, target in self.registry_mirror.items():
+            if not login_server(f"{target}/", self.acr_suffixes, self.registries):
+                raise ValueError(f"registryMirror: the mirror of {source} is not an ACR login server (<name>{', <name>'.join(self.acr_suffixes)} or one of registries)")
+
+    @property
+    def acr_suffixes(self) -> tuple[str, ...]:
+        """The login-server suffixes of ACR's clouds, and containerRegistryDnsSuffix."""
+        custom = (self.container_registry_dns_suffix,) if self.container_registry_dns_suffix else ()
+        return (*ACR_SUFFIXES, *custom)
 
     @property
     def scope(self) -> str:

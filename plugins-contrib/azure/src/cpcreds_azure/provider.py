@@ -24,7 +24,7 @@ from typing import Any
 from cpcreds.sdk import Abort, Credential, Deadline, ImageCredentialError, ProviderError, RefreshPolicy, deadline, get_logger, jwt_expiry, safe_summary
 
 from .audience import audience_of, is_for, resource_of, shown
-from .identity import IdentityError, build_credential, describe, tenant
+from .identity import IdentityError, PodIdentity, build_credential, describe, pod_credential, pod_identity, tenant
 from .options import AzureOptions
 from .transport import ABSENT, BoundedTransport
 
@@ -40,6 +40,12 @@ _BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _MAX_TOKEN_CHARS = 16 * 1024
 #: Entra ID access tokens live at most a day: a longer claim is not believed.
 MAX_TOKEN_SECONDS = 24 * 3600
+#: The ARM audience of kubelogin's --environment clouds, for acrAudience arm and a registry of no known cloud.
+_ARM_BY_ENVIRONMENT = {
+    "AzurePublicCloud": "https://management.azure.com",
+    "AzureChinaCloud": "https://management.chinacloudapi.cn",
+    "AzureUSGovernmentCloud": "https://management.usgovcloudapi.net",
+}
 # The engine's default refresh-ahead window: a call inside it wants a new token.
 _ENGINE_REFRESH = RefreshPolicy()
 
@@ -84,35 +90,46 @@ class AzureProvider:
             return held.credential
 
     def get_image_credential(self, request: CredentialProviderRequest, *, timeout: float) -> CredentialProviderResponse:
-        """An ACR refresh token for the image's registry (see :mod:`cpcreds_azure.acr`): the Entra
-        token for the registry's cloud's ARM scope, exchanged at ``https://<registry>/oauth2/exchange``.
-        A registry that is no ACR name (and not listed in ``registries``) is refused.
-        ``request.service_account_token`` is not used (the provider's own identity pulls)."""
+        """An ACR refresh token for the image's registry (see :mod:`cpcreds_azure.acr`): an Entra
+        token for ``acrAudience``, exchanged at ``https://<registry>/oauth2/exchange``. An image
+        that is not ACR's gets no credentials. With the pod's service-account token (KEP-4412) and
+        a client-id annotation, the pod's own identity gets the Entra token (see
+        :func:`~cpcreds_azure.identity.pod_identity`), fetched for this request alone."""
         from . import acr
 
-        registry = acr.registry_of(request.image)
-        cloud_scope = acr.default_scope(registry)
-        if not registry or (cloud_scope is None and registry not in self.options.registries):
-            raise ImageCredentialError(
-                "azure: the image's registry is not an Azure Container Registry (*.azurecr.io, *.azurecr.cn, *.azurecr.us) "
-                "nor one of the registries option"
-            )
-        # A listed registry that is no ACR name (a private endpoint's host) is in the public cloud
-        # unless acrScope says otherwise.
-        scope = self.options.acr_scope or cloud_scope or acr.ACR_SUFFIXES[".azurecr.io"]
+        options = self.options
+        target = acr.target_of(request.image, options.acr_suffixes, options.registries, options.registry_mirror)
+        registry = target.login_server
+        if not registry:
+            return acr.no_credentials()
+        audience = options.acr_audience
+        if audience == "arm":
+            public = acr.ACR_SUFFIXES[".azurecr.io"]
+            audience = acr.arm_audience(registry, acr.ACR_SUFFIXES, _ARM_BY_ENVIRONMENT.get(options.environment or "", public))
+        scope = f"{audience}/.default"
+        pod = None
+        if not target.source:  # a mirror serves the node, as acr-credential-provider has it
+            try:
+                pod = pod_identity(request.service_account_token, request.service_account_annotations, options)
+            except IdentityError as exc:
+                raise ImageCredentialError(f"azure: {exc}") from None
         until = deadline(timeout)
         with self._locked(until, self.kind):
-            key = f"acr:{registry}"
-            held = self._held.get(key)
-            if held is None or time.time() >= held.refresh_at:
-                entra = self._held.get(scope)
-                if entra is None or time.time() >= entra.refresh_at:
-                    entra = self._fetch(scope, until, self.kind)
-                held = self._exchange(registry, entra.credential.token or "", until)
-                self._held[key] = held
+            if pod is not None:
+                entra = self._fetch(scope, until, self.kind, pod=pod)
+                held = self._exchange(registry, entra.credential.token or "", until, pod.tenant_id)
+            else:
+                key = f"acr:{registry}"
+                held = self._held.get(key)
+                if held is None or time.time() >= held.refresh_at:
+                    entra = self._held.get(scope)
+                    if entra is None or time.time() >= entra.refresh_at:
+                        entra = self._fetch(scope, until, self.kind)
+                    held = self._exchange(registry, entra.credential.token or "", until, tenant(options, os.environ))
+                    self._held[key] = held
             token, refresh_at = held.credential.token, held.refresh_at
         assert token is not None
-        return acr.image_response(registry, token, refresh_at - time.time())
+        return acr.image_response(target, token, refresh_at - time.time())
 
     def close(self) -> None:
         with self._lock:
@@ -138,7 +155,9 @@ class AzureProvider:
         finally:
             self._lock.release()
 
-    def _fetch(self, scope: str, until: Deadline, provider: str) -> _Held:
+    def _fetch(self, scope: str, until: Deadline, provider: str, pod: PodIdentity | None = None) -> _Held:
+        """A token for ``scope`` by the provider's identity (held for the next call), or by ``pod``'s
+        (a credential of its own, neither kept nor held)."""
         if self._transport is None:
             self._transport = BoundedTransport()
         transport = self._transport
@@ -146,7 +165,9 @@ class AzureProvider:
         problem = None
         credential = self._credential
         try:
-            if credential is None or self.options.login in ("azurecli", "default"):
+            if pod is not None:
+                credential = pod_credential(pod, self.options, transport)
+            elif credential is None or self.options.login in ("azurecli", "default"):
                 # The CLI's process timeout is fixed when the credential is built: build it per fetch.
                 credential = build_credential(self.options, transport, max(0.0, until.remaining()))
                 if self.options.login not in ("azurecli", "default"):
@@ -159,21 +180,24 @@ class AzureProvider:
         try:
             access = credential.get_token(scope)
         except Exception as exc:  # noqa: BLE001 - azure-identity and msal raise many types; all are "no token"
-            problem = self._failure(transport, exc)
+            problem = self._failure(transport, exc, "the pod's workload identity" if pod is not None else describe(self.options))
+        # The pod's credential (and msal's cache of its token) is dropped, not closed: closing it
+        # would close the shared transport.
         # Raised outside the except block: azure-identity's exception may quote a response body.
         if problem is not None:
             raise ProviderError(problem, provider=provider)
         held = self._held_for(access, transport, provider, scope)
-        self._held[scope] = held
-        _log.debug("azure token obtained", login=self.options.login, scope=scope, expires=held.credential.expiration_timestamp)
+        if pod is None:
+            self._held[scope] = held
+        _log.debug("azure token obtained", login="pod" if pod else self.options.login, scope=scope, expires=held.credential.expiration_timestamp)
         return held
 
-    def _failure(self, transport: BoundedTransport, exc: BaseException) -> str:
+    def _failure(self, transport: BoundedTransport, exc: BaseException, how: str) -> str:
         last = transport.last
         if last is None:
             # Nothing went over the wire: a local step failed (a token file, a certificate, the
             # az process). Its text says which; it is redacted and cut all the same.
-            return f"azure: cannot get a token by {describe(self.options)}: {safe_summary(exc)}"
+            return f"azure: cannot get a token by {how}: {safe_summary(exc)}"
         if isinstance(exc, Abort) or not last.ok:
             return f"azure: {last.describe()}"
         return f"azure: {last.label} {last.url} answered without a usable token"
@@ -215,7 +239,7 @@ class AzureProvider:
         refresh_at = _ENGINE_REFRESH.refresh_at(at, expiry.timestamp()) if expiry is not None else at
         return _Held(credential, refresh_at)
 
-    def _exchange(self, registry: str, access_token: str, until: Deadline) -> _Held:
+    def _exchange(self, registry: str, access_token: str, until: Deadline, tenant_id: str | None) -> _Held:
         from azure.core.rest import HttpRequest
 
         from . import acr
@@ -223,11 +247,10 @@ class AzureProvider:
         assert self._transport is not None
         transport = self._transport
         transport.begin(until)  # the Entra token may have been held: this fetch's deadline, not its
-        form = {"grant_type": "access_token", "service": registry, "access_token": access_token}
-        tenant_id = tenant(self.options, os.environ)
+        form = {"grant_type": "access_token", "service": registry.lower(), "access_token": access_token}
         if tenant_id:
             form["tenant"] = tenant_id
-        request = HttpRequest("POST", f"https://{registry}/oauth2/exchange", data=form)
+        request = HttpRequest("POST", f"https://{registry.lower()}/oauth2/exchange", data=form)
         problem = None
         response = None
         try:

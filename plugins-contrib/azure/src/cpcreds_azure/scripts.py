@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from .provider import AzureProvider
 
-__all__ = ["main", "kubelet_main", "kubelogin_args"]
+__all__ = ["main", "kubelet_main", "kubelogin_args", "acr_provider_args"]
 
 
 def kubelogin_args(argv: list[str]) -> list[str]:
@@ -39,4 +39,9 @@ def kubelet_main() -> NoReturn:
     (``cpcreds-azure-credential-provider``): ACR, user 00000000-0000-0000-0000-000000000000."""
     from cpcreds.sdk import run_image_provider
 
-    run_image_provider(AzureProvider, name="azure")
+    run_image_provider(AzureProvider, name="azure", argv=acr_provider_args(sys.argv[1:]))
+
+
+def acr_provider_args(argv: list[str]) -> list[str]:
+    """acr-credential-provider's short ``-r X`` (``--registry-mirror``) spelled out."""
+    return ["--registry-mirror" if arg == "-r" else f"--registry-mirror={arg[3:]}" if arg.startswith("-r=") else arg for arg in argv]
