@@ -12,7 +12,15 @@
 - IAM Credentials ``generateAccessToken``
   (``/v1/projects/-/serviceAccounts/<account>:generateAccessToken``) for impersonation, checking the
   caller's bearer token, its scopes, the impersonation grants and the requested lifetime;
-- a subject-token URL (``/subject-token``) for URL-sourced federation credentials.
+- a subject-token URL (``/subject-token``) for URL-sourced federation credentials;
+- workload identity pool providers for a Kubernetes cluster's service-account tokens
+  (:meth:`~FakeGoogle.add_pool_provider`, :meth:`~FakeGoogle.add_identity_namespace`): STS checks
+  such a subject token's signature, issuer, audience and lifetime as the real one does
+  (:mod:`tests.fakes.google_federation`);
+- Artifact Registry's Docker API root (``/v2/``, :attr:`~FakeGoogle.registry_url`): basic auth
+  with the username ``oauth2accesstoken`` and an access token this fake (or a trusted metadata
+  server) issued to a principal granted reading (:meth:`~FakeGoogle.grant_registry_reader`);
+  ``401`` without a token it knows, ``403`` for a principal without the grant.
 
 google-auth sends its assertions with ``aud`` = ``https://oauth2.googleapis.com/token`` whatever the
 key file's ``token_uri`` says, and so does Google's endpoint expect: that is what is checked.
@@ -53,7 +61,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from .google_federation import PoolProvider, ServiceAccountIssuer
 from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
+from .registry import basic_credentials
 
 __all__ = [
     "GOOGLE_TOKEN_AUDIENCE",
@@ -66,6 +76,7 @@ __all__ = [
     "IAM_SCOPE",
     "GOOGLE_HOSTS",
     "ServiceAccountKey",
+    "ServiceAccountIssuer",
     "IssuedToken",
     "SeenCall",
     "Fault",
@@ -214,6 +225,8 @@ class FakeGoogle(_IssuingServer):
         self._subjects: dict[tuple[str, str], str] = {}
         self._aws_keys: dict[tuple[str, str], str] = {}
         self._grants: set[tuple[str, str, tuple[str, ...]]] = set()
+        self._pools: dict[str, PoolProvider] = {}
+        self._readers: set[str] = set()
         self._trusted: list[LoopbackServer] = []
         self._tls: tuple[bytes, ssl.SSLContext] | None = None
 
@@ -240,6 +253,11 @@ class FakeGoogle(_IssuingServer):
     def iam_endpoint(self) -> str:
         """Base URL of the IAM Credentials API (``iamcredentials.googleapis.com`` for real)."""
         return self.url
+
+    @property
+    def registry_url(self) -> str:
+        """Artifact Registry's Docker API root (``https://<region>-docker.pkg.dev/v2/`` for real)."""
+        return f"{self.url}/v2/"
 
     def generate_access_token_url(self, account: str) -> str:
         return f"{self.url}/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
@@ -370,6 +388,50 @@ class FakeGoogle(_IssuingServer):
                 info["service_account_impersonation"] = {"token_lifetime_seconds": lifetime}
         return info
 
+    def add_pool_provider(
+        self,
+        issuer: ServiceAccountIssuer,
+        *,
+        project_number: str = "123456789012",
+        pool: str = "fleet-pool",
+        provider: str = "fleet-cluster",
+        allowed_audiences: tuple[str, ...] | None = None,
+    ) -> str:
+        """A workload identity pool OIDC provider trusting ``issuer``'s tokens; returns its STS
+        audience (``//iam.googleapis.com/projects/N/locations/global/workloadIdentityPools/POOL/providers/P``).
+        Without ``allowed_audiences``, a token must be for the provider's default audience, its URL
+        (``https://iam.googleapis.com/projects/...``)."""
+        name = f"projects/{project_number}/locations/global/workloadIdentityPools/{pool}"
+        audience = f"//iam.googleapis.com/{name}/providers/{provider}"
+        allowed = allowed_audiences or (f"https:{audience}",)
+        with self._lock:
+            self._pools[audience] = PoolProvider.for_issuer(issuer, audience, name, allowed)
+        return audience
+
+    def add_identity_namespace(self, issuer: ServiceAccountIssuer, project_id: str, identity_provider: str, *, project_number: str = "123456789012") -> str:
+        """GKE's identity namespace ``PROJECT.svc.id.goog`` trusting ``issuer`` as the cluster
+        ``identity_provider`` (auth-provider-gcp's flow); returns the STS audience
+        ``identitynamespace:PROJECT.svc.id.goog:IDENTITY_PROVIDER``. Tokens are for ``PROJECT.svc.id.goog``."""
+        namespace = f"{project_id}.svc.id.goog"
+        audience = f"identitynamespace:{namespace}:{identity_provider}"
+        name = f"projects/{project_number}/locations/global/workloadIdentityPools/{namespace}"
+        with self._lock:
+            self._pools[audience] = PoolProvider.for_issuer(issuer, audience, name, (namespace,))
+        return audience
+
+    @staticmethod
+    def pool_principal(audience: str, namespace: str, name: str) -> str:
+        """The principal STS makes of a token of ``namespace/name`` for the provider ``audience``."""
+        if audience.startswith("identitynamespace:"):
+            return f"principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/{audience.split(':')[1]}/subject/system:serviceaccount:{namespace}:{name}"
+        pool = audience.removeprefix("//iam.googleapis.com/").rsplit("/providers/", 1)[0]
+        return f"principal://iam.googleapis.com/{pool}/subject/system:serviceaccount:{namespace}:{name}"
+
+    def grant_registry_reader(self, principal: str) -> None:
+        """Let ``principal`` (an email or a principal) read from the registry."""
+        with self._lock:
+            self._readers.add(principal)
+
     def trust(self, issuer: LoopbackServer) -> None:
         """Accept access tokens ``issuer`` (a :class:`FakeMetadataServer`) issued, as Google's
         APIs accept tokens from the metadata server."""
@@ -402,6 +464,8 @@ class FakeGoogle(_IssuingServer):
             return "subject"
         if path.startswith("/v1/projects/-/serviceAccounts/"):
             return "iam"
+        if path == "/v2/" or path.startswith("/v2/"):
+            return "registry"
         return "other"
 
     def _answer(self, endpoint: str, handler: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Reply:
@@ -410,6 +474,8 @@ class FakeGoogle(_IssuingServer):
             if required is not None and handler.headers.get(required[0]) != required[1]:
                 return Reply(401, b"missing header", "text/plain")
             return Reply(200, self.subject_token_body.encode("utf-8"), "text/plain")
+        if endpoint == "registry" and handler.command in ("GET", "HEAD"):
+            return self._registry(handler.headers.get("Authorization"))
         if handler.command != "POST":
             return Reply(404, b"Not Found", "text/html")
         if endpoint == "token":
@@ -496,8 +562,12 @@ class FakeGoogle(_IssuingServer):
         if form.get("requested_token_type") != ACCESS_TOKEN_TYPE:
             return _oauth_error("invalid_request", "Invalid requested_token_type.")
         audience, subject, subject_type = form.get("audience", ""), form.get("subject_token", ""), form.get("subject_token_type")
+        with self._lock:
+            pool = self._pools.get(audience)
         if subject_type == AWS_TOKEN_TYPE:
             principal = self._aws_principal(subject, audience)
+        elif pool is not None:
+            principal = pool.principal(subject) if subject_type == JWT_TOKEN_TYPE else None
         else:
             with self._lock:
                 principal = self._subjects.get((subject, audience))
@@ -544,6 +614,21 @@ class FakeGoogle(_IssuingServer):
             )
         issued = self._issue(target, scopes, "generateAccessToken", lifetime=lifetime, delegates=delegates)
         return _json_reply(200, {"accessToken": issued.token, "expireTime": issued.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+
+    def _registry(self, authorization: str | None) -> Reply:
+        # Artifact Registry: an access token as the password of oauth2accesstoken, then IAM.
+        credentials = basic_credentials(authorization)
+        caller = self._token(credentials[1]) if credentials is not None and credentials[0] == "oauth2accesstoken" else None
+        if caller is None:
+            challenge = {"WWW-Authenticate": 'Bearer realm="https://us-docker.pkg.dev/v2/token",service="us-docker.pkg.dev"'}
+            return Reply(401, json.dumps({"errors": [{"code": "UNAUTHORIZED", "message": "authentication failed"}]}).encode(), headers=challenge)
+        with self._lock:
+            allowed = caller.principal in self._readers
+        if not allowed:
+            denied = {"errors": [{"code": "DENIED", "message": "Permission 'artifactregistry.repositories.downloadArtifacts' denied"}]}
+            return Reply(403, json.dumps(denied).encode())
+        return Reply(200, b"{}", headers={"Docker-Distribution-API-Version": "registry/2.0"})
 
 
 def _form(body: bytes) -> dict[str, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from cpcreds.config.wire import EXEC_INFO_ENV
 from tests.fakes import fixtures as spoke_fixtures
-from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountKey
+from tests.fakes.google import FakeGoogle, FakeMetadataServer, ServiceAccountIssuer, ServiceAccountKey
 
 BIN = Path(sys.executable).parent
 CPCREDS = BIN / "cpcreds"
@@ -61,6 +61,13 @@ def sa_key() -> ServiceAccountKey:
 def target_key() -> ServiceAccountKey:
     """A second service account: the one impersonated, or a key Google does not know."""
     return ServiceAccountKey.generate("gke-deployer@fake-project.iam.gserviceaccount.com")
+
+
+@pytest.fixture(scope="session")
+def cluster_issuer() -> ServiceAccountIssuer:
+    """The cluster's service-account token issuer (kube-apiserver's signing key), for the pods'
+    tokens a kubelet hands the image plugin (KEP-4412)."""
+    return ServiceAccountIssuer.generate()
 
 
 @pytest.fixture

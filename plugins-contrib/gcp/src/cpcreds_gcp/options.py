@@ -167,7 +167,8 @@ class GcpOptions(Options):
         "Image pulls: base URL of the Security Token Service that exchanges the pod's token (token URL: /v1/token)."))
 
     def check_options(self) -> None:
-        pod_identity = self.workload_identity_provider is not None or self.identity_provider is not None or self.require_service_account
+        # iamEndpoint also serves the pod's identity, which an annotation may ask to impersonate.
+        pod_identity = self.pool_audience() is not None or self.require_service_account or self.sts_endpoint != DEFAULT_STS_ENDPOINT
         if self.impersonate_service_account is None:
             given = [name for name, set_ in (("delegates", bool(self.delegates)), ("lifetime", self.lifetime is not None),
                                              ("iamEndpoint", self.iam_endpoint != DEFAULT_IAM_ENDPOINT and not pod_identity)) if set_]
