@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .failures import Unusable
+
 __all__ = ["EndpointSettings", "StsEndpoint", "sts_endpoint", "is_region", "configured_endpoint"]
 
 #: botocore's region when none is set: its STS client then resolves the global endpoint.
@@ -58,7 +60,7 @@ class EndpointSettings:
             get = values.get
         legacy = str(get("sts_regional_endpoints") or "regional").strip().lower()
         if legacy not in ("legacy", "regional"):
-            raise ValueError("sts_regional_endpoints (AWS_STS_REGIONAL_ENDPOINTS) must be legacy or regional")
+            raise Unusable("sts_regional_endpoints (AWS_STS_REGIONAL_ENDPOINTS) must be legacy or regional")
         return cls(ensure_boolean(get("use_fips_endpoint")), ensure_boolean(get("use_dualstack_endpoint")), legacy == "legacy")
 
 
@@ -108,8 +110,8 @@ def is_region(name: str) -> bool:
 
 def sts_endpoint(region: str | None, settings: EndpointSettings | None = None) -> StsEndpoint:
     """The STS endpoint a token for ``region`` (``None``: none set) is sent to, and the region it
-    is signed for. Raises ``ValueError`` (botocore's resolution error, without its text) when the
-    rule set has no endpoint for these settings."""
+    is signed for. Raises :class:`~cpcreds_aws.failures.Unusable` (botocore's resolution error,
+    without its text) when the rule set has no endpoint for these settings."""
     configured = configured_endpoint("sts")
     if configured:
         return StsEndpoint(configured, region or _GLOBAL_SIGNING_REGION)
@@ -124,7 +126,7 @@ def sts_endpoint(region: str | None, settings: EndpointSettings | None = None) -
             UseGlobalEndpoint=settings.legacy_global,
         )
     except EndpointResolutionError:
-        raise ValueError("botocore's STS endpoint rules have no endpoint for this region and these settings") from None
+        raise Unusable("botocore's STS endpoint rules have no endpoint for this region and these settings") from None
     schemes = endpoint.properties.get("authSchemes") or [{}]
     signing = schemes[0].get("signingRegion") if isinstance(schemes[0], dict) else None
     return StsEndpoint(str(endpoint.url).rstrip("/"), signing or region or _GLOBAL_SIGNING_REGION)

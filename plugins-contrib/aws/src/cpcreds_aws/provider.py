@@ -16,7 +16,7 @@ from typing import Any
 
 from cpcreds.sdk import Credential, ProviderError, deadline, get_logger, shown
 
-from .failures import describe, operation
+from .failures import Unusable, describe, operation
 from .login import Login
 from .options import CLUSTER_NAME, AwsOptions
 from .token import eks_token
@@ -75,7 +75,7 @@ class AwsProvider:
                                 "a token they signed would be refused", provider=plan.provider)
         try:
             token, expiry = eks_token(keys, cluster, region, settings=settings, now=now)
-        except ValueError as exc:  # botocore's rule set has no STS endpoint for these settings (words of ours)
+        except Unusable as exc:  # botocore's rule set has no STS endpoint for these settings (words of ours)
             raise ProviderError(f"aws: {exc}", provider=plan.provider) from None
         if keys.expires_at is not None and keys.expires_at < expiry:
             expiry = keys.expires_at  # STS refuses the token once its signing keys have expired
