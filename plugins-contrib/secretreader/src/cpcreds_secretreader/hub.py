@@ -1,19 +1,20 @@
 """The hub: one shared client per process, and reading a Secret.
 
-Where the hub's credentials come from is :mod:`.hubsource`'s. A plain kubeconfig and the in-cluster
-config are served by the standard library's HTTPS (:mod:`.hubplain`, :mod:`.hubhttp`); anything
-else by the ``kubernetes`` client, loaded by its own loader (:mod:`.hubloader`).
+Where the hub's credentials come from is :mod:`.hubsource`'s; the client is the ``kubernetes``
+client's ``ApiClient``, loaded by its own loaders (:mod:`.hubloader`), for every source and on
+every path: in-process, and the console scripts' one-shot runs (bench/README.md has the figures
+that chose one transport over two).
 
-One :class:`HubClient` (an ``ApiClient`` with its urllib3 pool, or a plain hub with its pool of
-keep-alive connections) exists per :class:`HubSource` per process, shared by every provider that
-uses that source and closed when the last of them closes (:class:`HubClients`). It is
-thread-safe; calls from many worker threads share its keep-alive connections.
+One :class:`HubClient` (an ``ApiClient`` with its urllib3 pool) exists per :class:`HubSource` per
+process, shared by every provider that uses that source and closed when the last of them closes
+(:class:`HubClients`). It is thread-safe; calls from many worker threads share its keep-alive
+connections.
 
 The Secret is read with the ``ApiClient`` itself (``param_serialize`` + ``call_api``), not
 ``CoreV1Api``: the same request, headers and authentication, but without importing the
-generated 50,000-line module and its models (which would dominate every start of the console
-scripts), and with the answer read bounded (:data:`MAX_SECRET_BYTES`) and within the plan's
-timeout, which the model-deserialising path cannot do.
+generated 50,000-line module and its models, and with the answer read bounded
+(:data:`MAX_SECRET_BYTES`) and within the plan's timeout, which the model-deserialising path
+cannot do.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from cpcreds.sdk import Cutoff, deadline
+from cpcreds.sdk import BodyProblem, Cutoff, deadline, read_answer
 
-from .exchange import HubError, failure_kind, failure_message, read_bounded as read_answer
+from .exchange import HubError, failure_message, transport_errors
 from .hubsource import SERVICE_ACCOUNT_DIR, HubSource, default_namespace, resolve_hub_source
 
 if TYPE_CHECKING:  # imported on first use: `cpcreds plugins` need not load the kubernetes client
     from kubernetes.client.api_client import ApiClient
-
-    from .hubhttp import PlainHub
 
 __all__ = [
     "HubSource",
@@ -52,37 +51,21 @@ _MAX_ERROR_BYTES = 64 * 1024
 
 
 class HubClient:
-    """One hub: an ``ApiClient`` with its urllib3 connection pool (``api``), or a
-    :class:`~cpcreds_secretreader.hubhttp.PlainHub` (the standard library's HTTPS), and the
-    kubeconfig context's namespace (``None`` for in-cluster config or a context without one).
+    """One hub: an ``ApiClient`` with its urllib3 connection pool (``api``), and the kubeconfig
+    context's namespace (``None`` for in-cluster config or a context without one).
     ``expires_at`` (epoch seconds) is when the credential a hub exec plugin gave runs out, else
     ``None``. Thread-safe."""
 
-    def __init__(
-        self, api: ApiClient | PlainHub, source: HubSource, context_namespace: str | None, *, expires_at: float | None = None
-    ) -> None:
+    def __init__(self, api: ApiClient, source: HubSource, context_namespace: str | None, *, expires_at: float | None = None) -> None:
         self.api = api
         self.source = source
         self.context_namespace = context_namespace
         self.expires_at = expires_at
-        self._plain = not hasattr(api, "param_serialize")
-        if self._plain:
-            from .hubhttp import TRANSPORT_ERRORS
-
-            self.url = _without_userinfo(str(api.url))
-            self._errors = TRANSPORT_ERRORS
-        else:
-            # The kubernetes client's ApiException(status=0) is how it reports TLS errors.
-            from kubernetes.client.exceptions import ApiException
-            from urllib3.exceptions import HTTPError
-
-            self.url = _without_userinfo(str(api.configuration.host))  # type: ignore[union-attr]
-            self._errors = (HTTPError, OSError, ApiException)
+        self.url = _without_userinfo(str(api.configuration.host))
+        self._errors = transport_errors()
 
     def _get(self, namespace: str, name: str, timeout: float) -> Any:
-        """The response to GET the Secret (urllib3's, or one with the same names), its body not read yet."""
-        if self._plain:
-            return self.api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}", timeout)  # type: ignore[union-attr]
+        """urllib3's response to GET the Secret, its body not read yet."""
         method, url, headers, _, _ = self.api.param_serialize(
             method="GET",
             resource_path="/api/v1/namespaces/{namespace}/secrets/{name}",
@@ -100,26 +83,47 @@ class HubClient:
         until = deadline(timeout)
         timeout = until.seconds  # what messages name
         with Cutoff(until) as exchange:  # the deadline of the whole exchange, head included
-            failure = None
+            failure: BaseException | None = None
             try:
                 raw = self._get(namespace, name, max(0.001, until.remaining()))
             except self._errors as exc:
-                failure = "timeout" if exchange.expired else failure_kind(exc)
+                failure = exc
             if failure is not None:
                 # Raised outside the except block: urllib3's exceptions repeat URLs (a proxy's may
                 # hold a password) and nothing of a transport's error may chain onto ours.
-                raise HubError(failure_message(failure, where, self.url, timeout))
+                raise HubError(failure_message(failure, exchange.expired, where, self.url, timeout))
             status = raw.status
             if status == 200:
-                body = read_answer(raw, MAX_SECRET_BYTES, exchange, where, self.url, timeout, self._errors)
+                body = self._body(raw, MAX_SECRET_BYTES, exchange, where, timeout)
                 return _secret_object(body, where, self.url)
             try:
                 # Read (and ignore) the error's body so that the connection can serve the next
                 # fetch; one too large or too slow is dropped with its connection instead.
-                read_answer(raw, _MAX_ERROR_BYTES, exchange, where, self.url, timeout, self._errors)
+                self._body(raw, _MAX_ERROR_BYTES, exchange, where, timeout)
             except HubError:
                 pass
         raise HubError(_status_message(status, where, namespace, self.url), status=status)
+
+    def _body(self, raw: Any, limit: int, exchange: Cutoff, where: str, timeout: float) -> bytes:
+        """The body of ``raw``, at most ``limit`` bytes, read before the exchange's deadline (a
+        body cut there, by an error or a quiet end, is a timeout)."""
+        failure: BaseException | None = None
+        try:
+            body = read_answer(raw, max_bytes=limit, deadline=exchange.deadline)
+        except BodyProblem as exc:
+            failure = TimeoutError() if exc.late else exc
+        except self._errors as exc:
+            failure = exc
+        if failure is None and not exchange.expired:
+            raw.release_conn()
+            return body
+        if isinstance(failure, BodyProblem) and not exchange.expired:
+            problem = f"the hub's answer for {where} is larger than {limit // 1024} KiB"
+        else:
+            problem = failure_message(failure or TimeoutError(), exchange.expired, where, self.url, timeout)
+        raw.close()  # the rest of a cut answer must not be read as the next response
+        raw.release_conn()
+        raise HubError(problem)
 
     def close(self) -> None:
         self.api.close()
@@ -224,11 +228,6 @@ HUB_CLIENTS = HubClients()
 _REFRESH_AHEAD = 300.0
 
 def _build(source: HubSource, deadline: float) -> HubClient:
-    from .hubplain import plain_hub
-
-    plain = plain_hub(source)
-    if plain is not None:
-        return HubClient(plain[0], source, plain[1])
     from .hubloader import kubernetes_api
 
     api, context_namespace, expires_at = kubernetes_api(source, deadline)

@@ -1,19 +1,27 @@
-"""Hubs the ``kubernetes`` client's own loader reads: a KUBECONFIG list (merged as it merges
-them), an exec plugin, an auth-provider, a proxy in the kubeconfig or in the environment (any
-spelling), basic auth, a context or cluster that is missing; that loader also words what is wrong
-with it. A hub user's exec plugin is run by cpcreds' exec provider within the fetch's deadline (the
-loader would run it without one), and :func:`kubernetes_api` says when the credential it gave
+"""The hub's ``ApiClient``, loaded by the ``kubernetes`` client's own loaders: the in-cluster config,
+or a kubeconfig (a KUBECONFIG list merged as it merges them; a proxy, in the kubeconfig or the
+environment in any spelling, applied by its own rule). That loader also words what is wrong with a
+kubeconfig.
+
+Our bounds go around it, not beside it: every kubeconfig file is read first by cpcreds' bounded
+loader (size, depth, aliases; a FIFO or a device refused without blocking), and the files the
+context's user and cluster name (token file, CA, client certificate and key) are read bounded and
+handed to the loader as data, since it opens them with a blocking ``open()`` and reads them
+whole. A token file is read again before each request (a projected token rotates), as client-go
+reads one. A hub user's exec plugin is run by cpcreds' exec provider within the fetch's deadline
+(the loader would run it without one), and :func:`kubernetes_api` says when the credential it gave
 expires, so that the client is built again shortly before.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cpcreds.sdk import DocumentError, open_regular, watch_pool_manager
+from cpcreds.sdk import DocumentError, load_document, read_bounded, watch_pool_manager
 
 from .exchange import HubError
 from .hubsource import SERVICE_ACCOUNT_DIR, HubSource
@@ -22,6 +30,13 @@ if TYPE_CHECKING:
     from kubernetes.client.api_client import ApiClient
 
 __all__ = ["kubernetes_api"]
+
+#: Largest hub kubeconfig, CA or client certificate file read.
+_MAX_FILE_BYTES = 4 * 1024 * 1024
+#: Largest token file read (a projected service-account token is 1-2 KiB).
+_MAX_TOKEN_FILE_BYTES = 64 * 1024
+#: The files a context's user and cluster may name, which are read here and given as ``-data``.
+_FILE_FIELDS = (("users", "user", "client-certificate"), ("users", "user", "client-key"), ("clusters", "cluster", "certificate-authority"))
 
 
 def kubernetes_api(source: HubSource, deadline: float) -> tuple[ApiClient, str | None, float | None]:
@@ -40,6 +55,7 @@ def kubernetes_api(source: HubSource, deadline: float) -> tuple[ApiClient, str |
 
             directory = Path(source.service_account_dir or SERVICE_ACCOUNT_DIR)
             environ = {"KUBERNETES_SERVICE_HOST": source.host or "", "KUBERNETES_SERVICE_PORT": source.port or ""}
+            # Its token is read again as it rotates (the loader's own refresh).
             InClusterConfigLoader(str(directory / "token"), str(directory / "ca.crt"), environ=environ).load_and_set(configuration)
         else:
             context_namespace, expires_at = _load_kubeconfig(source, configuration, deadline)
@@ -50,7 +66,8 @@ def kubernetes_api(source: HubSource, deadline: float) -> tuple[ApiClient, str |
     if problem is not None:
         raise HubError(problem)
     # Failures are the engine's to retry (with backoff), within the plan's timeout: urllib3's
-    # default three retries would multiply the time a dead hub holds a fetch.
+    # default three retries would multiply the time a dead hub holds a fetch. Retries off also
+    # means a redirect is not followed: its status is the answer (the Secret is at one URL).
     configuration.retries = False
     configuration.client_go_retries = False
     api = ApiClient(configuration)
@@ -81,9 +98,9 @@ def _load_kubeconfig(source: HubSource, configuration: Any, deadline: float) -> 
             "(set the kubeconfig option, or KUBECONFIG)"
         )
     for path in paths:
-        # The kubernetes loader opens with a blocking open(): refuse a FIFO or a device first.
         if os.path.lexists(path):
-            os.close(open_regular(path))
+            # The loader reads it with a blocking open() and PyYAML unbounded: ours first.
+            load_document(read_bounded(path, _MAX_FILE_BYTES), source=path)
     merged = kube_config.KubeConfigMerger(source.kubeconfig)
     if merged.config is None:
         raise ConfigException("Invalid kube-config file. No configuration found.")
@@ -93,11 +110,81 @@ def _load_kubeconfig(source: HubSource, configuration: Any, deadline: float) -> 
     body = context.get("context") if isinstance(context, dict) else None
     body = body if isinstance(body, dict) else {}
     expires_at = _run_exec_user(document, body, deadline)
+    token_file = _read_files(document, body)
     # What load_kube_config does with a file, on the merged document it read (and we changed).
     loader = kube_config.KubeConfigLoader(config_dict=merged.config, config_base_path=None, active_context=source.context)
     loader.load_and_set(configuration)
+    if token_file is not None:
+        # The loader reads a token file once; refresh_api_key_hook is its Configuration's hook
+        # run before each request's authentication.
+        configuration.refresh_api_key_hook = _token_reader(token_file)
     namespace = body.get("namespace")
     return (namespace if isinstance(namespace, str) and namespace.strip() else None), expires_at
+
+
+def _read_files(document: dict[str, Any], context: dict[str, Any]) -> str | None:
+    """Put the content of the files the context's user and cluster name into the merged document,
+    read bounded (a FIFO, a device, a folder or a huge file is refused without blocking), where
+    the loader takes data: ``token`` for ``tokenFile`` (unless a ``token`` is there, which the
+    loader prefers), ``<field>-data`` for a certificate or key. Returns the token file's path
+    (to read again as it rotates), else None. :class:`_Worded` when a file cannot be used."""
+    for section, kind, field in (*_FILE_FIELDS, ("users", "user", "tokenFile")):
+        entry, path = _merged_entry(document, section, context.get(kind))
+        body = entry.get(kind) if isinstance(entry, dict) else None
+        if not isinstance(body, dict):
+            continue
+        data_field = "token" if field == "tokenFile" else f"{field}-data"
+        if field == "tokenFile" and isinstance(body.get("token"), str):
+            body["token"] = _bearer(body["token"].encode(), "token")
+            continue
+        name = body.get(field)
+        if body.get(data_field) or not name:
+            continue
+        if not isinstance(name, str):
+            raise _Worded(f"the hub kubeconfig's {kind} has a {field} that is not a file path")
+        # Relative to the kubeconfig file the entry came from, as the loader resolves it.
+        full = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)) if path else "", name))
+        data = _read_file(full, field, _MAX_TOKEN_FILE_BYTES if field == "tokenFile" else _MAX_FILE_BYTES)
+        del body[field]
+        if field == "tokenFile":
+            body["token"] = _bearer(data, field)
+            return full
+        body[data_field] = base64.b64encode(data).decode("ascii")
+    return None
+
+
+def _read_file(path: str, field: str, limit: int) -> bytes:
+    problem = None
+    try:
+        return read_bounded(path, limit)
+    except DocumentError as exc:
+        problem = f"its {field} {exc}"
+    except OSError as exc:
+        problem = f"its {field} {path} cannot be read ({exc.strerror or type(exc).__name__})"
+    raise _Worded(f"the hub kubeconfig's user or cluster cannot be used: {problem}")
+
+
+def _bearer(raw: bytes, field: str) -> str:
+    """A hub token as a header may carry it: surrounding whitespace removed, one line of visible
+    ASCII; never quoted in the error."""
+    token = raw.decode("utf-8", "replace").strip()
+    if not token or not all(33 <= ord(c) <= 126 for c in token):
+        raise _Worded(f"the hub kubeconfig's user {field} does not hold a bearer token (one line of visible ASCII characters)")
+    return token
+
+
+def _token_reader(path: str) -> Any:
+    """A ``refresh_api_key_hook`` that reads the token file again; while it cannot be read (being
+    replaced) or holds no token, the last one read is kept."""
+
+    def refresh(configuration: Any) -> None:
+        try:
+            token = _bearer(read_bounded(path, _MAX_TOKEN_FILE_BYTES), "tokenFile")
+        except (OSError, DocumentError, _Worded):
+            return
+        configuration.api_key["BearerToken"] = f"Bearer {token}"
+
+    return refresh
 
 
 def _merged_entry(document: dict[str, Any], section: str, name: Any) -> tuple[Any, str | None]:
