@@ -38,14 +38,16 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ..config import ProviderConfig, load_config
 from ..engine import CredentialEngine
 from ..engine.policies import BackoffPolicy
+from ..lifecycle import StartedInContext
 from .cluster import FleetCluster, FleetEvent
 from .events import EventFanout
 from .gate import Gate, OnUnhealthy
 from .hooks import FleetHooks
 from .keeper import Keeper
 from .metrics import fleet_readings
-from .options import Engagement, Fetching, FleetKeywords, Inventory, Listeners, grouped
+from .options import Engagement, Fetching, FleetKeywords, GroupField, Inventory, Listeners, grouped
 from .ownership import Ownership
+from .parts import FleetParts
 from .progress import SyncProgress
 from .runtime import FleetRuntime
 from .sharding import ShardLink
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["Fleet"]
 
 
-class Fleet:
+class Fleet(StartedInContext, end="close"):
     """The clusters of an inventory, each with a fresh credential and clients (see the module doc).
 
     ``config`` is a provider config file path, a :class:`~cpcreds.ProviderConfig` or a
@@ -118,8 +120,6 @@ class Fleet:
         self._events = EventFanout(self._lock, {"engage": listen.on_engage, "update": listen.on_update, "disengage": listen.on_disengage})
         self._gate = Gate(self.engagement.require_healthy, self.engagement.on_unhealthy, self._events)
         engine, owns_engine = _engine(config, self.fetching.concurrency, prometheus_registry)
-        self.dedupe = self.engagement.dedupe
-        self.concurrency = self.fetching.concurrency
         self.hooks = listen.hooks or FleetHooks()
         self.shard = shard
         #: With a shard: the :class:`~cpcreds.fleet.ownership.Ownership` filter holding every
@@ -127,25 +127,13 @@ class Fleet:
         self.ownership = Ownership(shard.owns) if shard is not None else None
         self._progress = SyncProgress(self.hooks, claimed=shard is None)  # a shard's replica owns nothing before its first claim
         link = ShardLink(shard, self.ownership, self._progress) if self.ownership is not None else None
-        clusters: dict[str, FleetCluster] = {}
-        self._keeper = Keeper(
-            engine,
-            clusters,
-            concurrency=self.fetching.concurrency,
-            backoff=self.fetching.backoff,
-            jitter=self.fetching.jitter,
-            hooks=self.hooks,
-            gate=self._gate,
-            events=self._events,
-            progress=self._progress,
-            fenced=link.fenced if link is not None else None,
-        )
+        parts = FleetParts(self._lock, {}, self._gate, self._events, self._progress, self.hooks)
+        fenced = link.fenced if link is not None else None
+        self._keeper = Keeper(engine, parts, concurrency=self.fetching.concurrency, backoff=self.fetching.backoff, jitter=self.fetching.jitter, fenced=fenced)
         # cpcreds' own sources parse (or copy) every profile and never change one once sent:
         # the engine may keep them as they are. A program's source may not promise that.
         owned_profiles = getattr(source, "sends_own_profiles", False) is True
-        self._tracker = Tracker(
-            self._lock, clusters, self._keeper, self._gate, self._events, self._progress, self.hooks, dedupe=self.dedupe, ownership=self.ownership, owned_profiles=owned_profiles
-        )
+        self._tracker = Tracker(parts, self._keeper, dedupe=self.dedupe, ownership=self.ownership, owned_profiles=owned_profiles)
         self._runtime = FleetRuntime(self._lock, source, self._tracker, self._keeper, self._events, link, owns_engine=owns_engine)
         # Shown in prometheus_registry (default: prometheus_client's REGISTRY), summed with the
         # other fleets there; close() takes this fleet out.
@@ -161,25 +149,18 @@ class Fleet:
         """The engine the clusters' credentials come from (see :meth:`use_engine`)."""
         return self._keeper.engine
 
-    @property
-    def require_healthy(self) -> bool:
-        """Whether only clusters whose ``ControlPlaneHealthy`` condition is True are engaged."""
-        return self._gate.require_healthy
-
-    @property
-    def on_unhealthy(self) -> OnUnhealthy:
-        """What happens to an engaged cluster that turns unhealthy: ``disengage`` or ``mark``."""
-        return self._gate.on_unhealthy
-
-    @property
-    def jitter(self) -> float:
-        """The share of the time to a refresh point by which refreshes come earlier, at most."""
-        return self._keeper.jitter
-
-    @property
-    def backoff(self) -> BackoffPolicy:
-        """The pace of fetches after failures."""
-        return self._keeper.backoff
+    #: Whether only clusters whose ``ControlPlaneHealthy`` condition is True are engaged.
+    require_healthy: GroupField[bool] = GroupField("engagement")
+    #: What happens to an engaged cluster that turns unhealthy: ``disengage`` or ``mark``.
+    on_unhealthy: GroupField[OnUnhealthy] = GroupField("engagement")
+    #: Whether one profile per KEP-4322 inventory member is acted on.
+    dedupe: GroupField[bool] = GroupField("engagement")
+    #: The most credential fetches at once.
+    concurrency: GroupField[int] = GroupField("fetching")
+    #: The share of the time to a refresh point by which refreshes come earlier, at most.
+    jitter: GroupField[float] = GroupField("fetching")
+    #: The pace of fetches after failures.
+    backoff: GroupField[BackoffPolicy] = GroupField("fetching")
 
     # -- what the program reads ----------------------------------------------------------------
 
@@ -288,18 +269,6 @@ class Fleet:
         asked to end (its task cancelled) and closes as that task ends."""
         self._readings.detach(self)
         self._runtime.close()
-
-    def __enter__(self) -> Fleet:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Fleet:
-        return self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
 
 
 def _engine(config: str | os.PathLike[str] | ProviderConfig | CredentialEngine, concurrency: int, prometheus_registry: Any) -> tuple[CredentialEngine, bool]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
     from ..engine.binding import Binding
     from ..engine import CredentialEngine
     from ..engine.policies import BackoffPolicy
-    from .events import EventFanout
-    from .gate import Gate
-    from .hooks import FleetHooks
-    from .progress import SyncProgress
+    from .parts import FleetParts
 
 __all__ = ["Keeper", "RECHECK_SECONDS"]
 
@@ -42,8 +39,8 @@ RECHECK_SECONDS = 1.0
 
 
 class Keeper:
-    """Keeps the credential of every cluster in ``clusters`` (the fleet's, by key) fresh through
-    ``engine`` (replaceable: :attr:`engine`); on the fleet's loop only.
+    """Keeps the credential of every cluster of ``parts.clusters`` fresh through ``engine``
+    (replaceable: :attr:`engine`); on the fleet's loop only.
 
     ``fenced(key)`` says how soon to look again when this replica may not fetch for ``key``
     now (a shard's self-fencing), else None; no ``fenced``: never."""
@@ -51,25 +48,15 @@ class Keeper:
     def __init__(
         self,
         engine: CredentialEngine,
-        clusters: Mapping[str, FleetCluster],
+        parts: FleetParts,
         *,
         concurrency: int,
         backoff: BackoffPolicy,
         jitter: float,
-        hooks: FleetHooks,
-        gate: Gate,
-        events: EventFanout,
-        progress: SyncProgress,
         fenced: Callable[[str], float | None] | None = None,
     ) -> None:
-        self.engine = engine
-        self.backoff = backoff
-        self.jitter = jitter
-        self.hooks = hooks
-        self.gate = gate
-        self.events = events
-        self.progress = progress
-        self._clusters = clusters
+        self.engine, self.parts = engine, parts
+        self.backoff, self.jitter = backoff, jitter
         self.scheduler = FetchScheduler(concurrency, self.fetch, self.current, fenced)
 
     def keep(self, cluster: FleetCluster, binding: Binding) -> None:
@@ -79,7 +66,7 @@ class Keeper:
 
     def current(self, cluster: FleetCluster, binding: Any) -> bool:
         """Whether ``binding`` is still ``cluster``'s and the cluster still the fleet's."""
-        return cluster.binding is binding and self._clusters.get(cluster.key) is cluster
+        return cluster.binding is binding and self.parts.clusters.get(cluster.key) is cluster
 
     async def fetch(self, cluster: FleetCluster, binding: Any) -> None:
         """One fetch of ``cluster``'s credential; then its gate, hooks, probe and next fetch.
@@ -94,7 +81,8 @@ class Keeper:
             answer, error = None, exc
         if not self.current(cluster, binding):
             return
-        hooks, gate, events = self.hooks, self.gate, self.events
+        parts = self.parts
+        hooks, gate, events = parts.hooks, parts.gate, parts.events
         now = time.time()
         if answer is not None:
             delay = self.succeeded(cluster, answer, now)
@@ -108,7 +96,7 @@ class Keeper:
                 else:
                     gate.decide(cluster)
                 retire(cluster)  # the old binding's clients were closed with the update
-                self.progress.first_done(cluster.key)
+                parts.progress.first_done(cluster.key)
         else:
             assert error is not None
             delay = self.failed(cluster, error, now)
@@ -117,7 +105,7 @@ class Keeper:
                     cluster.replacing = False
                     events.disengage(cluster, "credential")
                 retire(cluster)
-                self.progress.first_done(cluster.key)
+                parts.progress.first_done(cluster.key)
         hooks.changed(cluster)
         if answer is not None and hooks.probe_interval > 0 and now >= cluster.next_probe_at:
             self.scheduler.release()  # a probe holds no fetch slot
@@ -137,7 +125,7 @@ class Keeper:
         renewed = credential is not cluster.held_credential
         cluster.answered_plan, cluster.held_credential, cluster.answered_by = answer.plan, credential, answer.plan.provider
         cluster.failures, cluster.last_error = 0, None
-        cluster.state = "ready" if self.gate.passes_health(cluster) else "unhealthy"
+        cluster.state = "ready" if self.parts.gate.passes_health(cluster) else "unhealthy"
         if renewed:
             cluster.last_success = now
         expiry = credential.expiration_timestamp

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 from ..errors import ConfigError
 from ..engine.policies import BackoffPolicy
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from .hub import HubOptions
     from .inventory import ProfileFeed
 
-__all__ = ["Inventory", "Engagement", "Fetching", "Listeners", "FleetKeywords", "grouped"]
+__all__ = ["Inventory", "Engagement", "Fetching", "Listeners", "FleetKeywords", "GroupField", "grouped"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,3 +135,25 @@ def grouped(given: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{', '.join(f'{key}=' for key in fields)} given beside {name}=: put it in {name}", source="Fleet")
         result[name] = dataclasses.replace(given[name], **fields) if given[name] is not None else group(**fields)
     return result
+
+
+class GroupField(Generic[_T]):
+    """A read-only attribute of the fleet that is the field of the same name in one of its
+    groups: ``require_healthy = GroupField("engagement")`` reads ``fleet.engagement.require_healthy``."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> GroupField[_T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return self if instance is None else getattr(getattr(instance, self.group), self.name)
+
+    def __set__(self, instance: object, value: object) -> None:
+        raise AttributeError(f"{self.name} is read-only: it is {self.group}.{self.name}")

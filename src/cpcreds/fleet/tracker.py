@@ -10,7 +10,6 @@ one task at most), never a scan of the fleet.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +21,10 @@ from .members import Deduplicator
 from .packed import PackedProfile, packed, unpacked
 
 if TYPE_CHECKING:
-    from .events import EventFanout
-    from .gate import Gate
-    from .hooks import FleetHooks
     from .inventory import Change
     from .keeper import Keeper
     from .ownership import Ownership
-    from .progress import SyncProgress
+    from .parts import FleetParts
 
 __all__ = ["Tracker"]
 
@@ -36,34 +32,18 @@ _log = get_logger("cpcreds.fleet")
 
 
 class Tracker:
-    """Keeps ``clusters`` (the fleet's, by ``namespace/name``, shared with the keeper) and the
-    inventory's :attr:`problems` by where, both written on the fleet's loop under ``lock``
-    (other threads read them under it). ``dedupe``: act on one profile per KEP-4322 member; ``ownership``:
+    """Keeps ``parts.clusters`` (the fleet's, by ``namespace/name``, shared with the keeper) and
+    the inventory's :attr:`problems` by where, both written on the fleet's loop under
+    ``parts.lock`` (other threads read them under it). ``dedupe``: act on one profile per KEP-4322 member; ``ownership``:
     act only on the profiles this replica owns. ``owned_profiles``: the source never changes a
     profile once sent, so the engine may keep it as it is."""
 
-    def __init__(
-        self,
-        lock: threading.RLock,
-        clusters: dict[str, FleetCluster],
-        keeper: Keeper,
-        gate: Gate,
-        events: EventFanout,
-        progress: SyncProgress,
-        hooks: FleetHooks,
-        *,
-        dedupe: bool,
-        ownership: Ownership | None,
-        owned_profiles: bool,
-    ) -> None:
-        self._lock = lock
-        self.keeper, self.gate, self.events = keeper, gate, events
-        self.progress = progress
-        self.hooks = hooks
+    def __init__(self, parts: FleetParts, keeper: Keeper, *, dedupe: bool, ownership: Ownership | None, owned_profiles: bool) -> None:
+        self.parts, self.keeper = parts, keeper
         self.dedupe = dedupe
         self.ownership = ownership
         self.owned_profiles = owned_profiles
-        self.clusters = clusters
+        self.clusters = parts.clusters
         self.problems: dict[str, str] = {}
         self.members = Deduplicator()
 
@@ -71,30 +51,30 @@ class Tracker:
         """Run ``source`` (``async run(emit, listed)``) into this tracker until cancelled; a
         source that fails shows as the problem ``source`` and the fleet stays up."""
         try:
-            await source.run(self.apply, self.progress.inventory_listed)
+            await source.run(self.apply, self.parts.progress.inventory_listed)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a source's bug: shown, and the fleet stays up
             problem = redact_text(f"the inventory source stopped: {type(exc).__name__}: {exc}")
-            with self._lock:
+            with self.parts.lock:
                 self.problems["source"] = problem
             _log.error("inventory source stopped", error=problem)
 
     def apply(self, change: Change) -> None:
         """Take one change of the inventory as the source sent it."""
-        with self._lock:
+        with self.parts.lock:
             self.problems.update(change.problems)
         for origin, problem in change.problems.items():
             if problem:
                 _log.warning("inventory problem", origin=origin, problem=problem)
         if self.dedupe:
-            with self._lock:  # the index is read by duplicates from other threads
+            with self.parts.lock:  # the index is read by duplicates from other threads
                 change = self.members.apply(change)
         standing = change
         if self.ownership is not None:
             change = self.ownership.apply(change)
         self.apply_owned(change)
-        self.hooks.inventory(standing, change)
+        self.parts.hooks.inventory(standing, change)
 
     def apply_owned(self, change: Change) -> None:
         """Take a change of the profiles this fleet acts on (standing, and owned with a shard)."""
@@ -102,7 +82,7 @@ class Tracker:
             self._remove(key, "moved" if key in change.moved else "duplicate" if key in change.superseded else "deleted")
         for key, (profile, origin) in change.upserts.items():
             self.upsert(key, profile, origin)
-        self.progress.check()
+        self.parts.progress.check()
 
     def rebind_all(self) -> None:
         """Resolve every cluster again through the keeper's (new) engine."""
@@ -121,14 +101,14 @@ class Tracker:
                 return
         if cluster is None:
             cluster = FleetCluster(key, profile, origin)
-            with self._lock:
+            with self.parts.lock:
                 self.clusters[key] = cluster
-            self.progress.track(key)
+            self.parts.progress.track(key)
         cluster.packed_profile, cluster.origin = profile, origin
         plain = unpacked(profile)
         cluster.healthy = is_healthy(plain)
         old = cluster.binding
-        keeper, gate = self.keeper, self.gate
+        keeper, gate = self.keeper, self.parts.gate
         try:
             # A profile decoded here is nobody else's: the engine may keep parts of it as they are.
             binding = keeper.engine.bind(plain, owned=self.owned_profiles or type(profile) is PackedProfile, hold=True)
@@ -139,9 +119,9 @@ class Tracker:
             # Same endpoint and provider: same binding and clients; only the gate may change.
             binding.release()  # the old binding holds the plan already
             if gate.decide(cluster) == "stay":
-                self.events.emit(cluster, Updated(cluster, False))
-            self.hooks.plan(key, old.plan, plain)
-            self.hooks.changed(cluster)
+                self.parts.events.emit(cluster, Updated(cluster, False))
+            self.parts.hooks.plan(key, old.plan, plain)
+            self.parts.hooks.changed(cluster)
             return
         cluster.replacing = cluster.engaged
         if old is not None:
@@ -154,8 +134,8 @@ class Tracker:
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = cluster.answered_plan = cluster.held_credential = None
         cluster.credentialed = False
         cluster.next_probe_at = 0.0
-        self.hooks.plan(key, binding.plan, plain)
-        self.hooks.changed(cluster)
+        self.parts.hooks.plan(key, binding.plan, plain)
+        self.parts.hooks.changed(cluster)
         keeper.keep(cluster, binding)
 
     def _unusable(self, cluster: FleetCluster, state: str, message: str) -> None:
@@ -168,16 +148,16 @@ class Tracker:
         cluster.expires_at = cluster.next_refresh = cluster.answered_by = None
         _log.warning("profile not usable", profile=cluster.key, state=state, error=cluster.last_error)
         if cluster.engaged:
-            self.events.disengage(cluster, "unusable")
-        self.hooks.plan(cluster.key, None, None)
-        self.hooks.changed(cluster)
-        self.progress.first_done(cluster.key)
+            self.parts.events.disengage(cluster, "unusable")
+        self.parts.hooks.plan(cluster.key, None, None)
+        self.parts.hooks.changed(cluster)
+        self.parts.progress.first_done(cluster.key)
 
     def _remove(self, key: str, reason: str) -> None:
         cluster = self.clusters.get(key)
         if cluster is None:
             return
-        with self._lock:
+        with self.parts.lock:
             del self.clusters[key]
         self.keeper.scheduler.cancel(cluster)
         # A gone cluster's credential goes: out of the engine's cache (unless a live profile
@@ -186,11 +166,11 @@ class Tracker:
         if cluster.binding is not None:
             cluster.binding.release()
         cluster.answered_plan = cluster.held_credential = None
-        self.progress.first_done(key)
-        events = self.events
+        self.parts.progress.first_done(key)
+        events = self.parts.events
         if cluster.engaged:
             events.disengage(cluster, reason)
         elif holds_clients(cluster):
             events.emit(cluster, None)  # close what a program took from a cluster never engaged
-        self.hooks.removed(cluster)
-        self.hooks.plan(key, None, None)
+        self.parts.hooks.removed(cluster)
+        self.parts.hooks.plan(key, None, None)

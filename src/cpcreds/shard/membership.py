@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..fleet.hub import HubOptions
+from ..lifecycle import StartedInContext
 from . import STATUS_URL
 from .cleaner import Cleaner
 from .connection import LeaseConnection
@@ -55,7 +56,7 @@ __all__ = ["Shard", "Membership", "GROUP_LABEL", "STATUS_ANNOTATION"]
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
-class Shard:
+class Shard(StartedInContext, end="stop"):
     """This replica's membership in a shard group on the hub, and the keys it owns.
 
     ``hub`` says how to reach the hub (the same :class:`~cpcreds.fleet.hub.HubOptions` the fleet
@@ -168,18 +169,6 @@ class Shard:
         if self._started:
             self._renewer.release()
         self._connection.close()
-
-    def __enter__(self) -> Shard:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Shard:
-        return self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.stop)
 
     # -- what callers ask ----------------------------------------------------------------------
 
