@@ -23,8 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cpcreds import _entry
+from cpcreds.credential import parse_rfc3339
 from cpcreds.cli import diskcache
 from tests.fakes.builders import FAKE_PLUGIN, access_provider, cluster_profile, exec_entry
 from tests.fakes.fixtures import SPOKE_TOKEN
@@ -560,3 +564,204 @@ def test_every_public_name_is_still_importable_from_the_package() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "module 'cpcreds' has no attribute 'NoSuchName'\n"
+
+
+# -- cache list: what the cache holds, never a secret ---------------------------------------------
+
+ENTRY_KEYS = {
+    "file", "cluster", "profileFile", "provider", "providerType", "credential", "apiVersion",
+    "expirationTimestamp", "expired", "servedUntil", "served",
+}  # fmt: skip
+
+
+def listed(cpcreds: Any, *extra: str | Path) -> dict[str, Any]:
+    run = cpcreds("cache", "list", "-o", "json", *extra)
+    assert (run.code, run.err) == (0, ""), run.err
+    document = json.loads(run.out)
+    assert set(document) == {"directory", "entries", "skipped", "notes"}
+    return document
+
+
+def test_cache_list_shows_the_cluster_provider_kind_and_expiry_of_each_entry(cpcreds: Any, fleet: Fleet, tmp_path: Path, cache_dir: Path) -> None:
+    other = Fleet(tmp_path / "other", "--expires-in", "7200")
+    other.profile.write_text(
+        yaml.safe_dump(cluster_profile("spoke-2", access_provider("fake", server="https://user:hunter2@spoke-2.example:6443/?access_token=abc")))
+    )
+    tokens = [cpcreds("get-credential", *fleet.args()).token, cpcreds("get-credential", *other.args("--api-version", V1BETA1)).token]
+    assert listed(cpcreds)["directory"] == str(cache_dir)
+    document = listed(cpcreds)
+    assert document["skipped"] == [] and document["notes"] == []
+    first, second = document["entries"]
+    assert set(first) == set(second) == ENTRY_KEYS
+    assert first["cluster"] == {"namespace": "fleet-system", "name": "spoke-1", "server": "https://spoke.test:6443"}
+    assert second["cluster"] == {"namespace": "fleet-system", "name": "spoke-2", "server": "https://***@spoke-2.example:6443/?access_token=***"}
+    assert (first["profileFile"], second["profileFile"]) == (str(fleet.profile.resolve()), str(other.profile.resolve()))
+    assert (first["provider"], first["providerType"], first["credential"]) == ("fake", "exec", ["token"])
+    assert (first["apiVersion"], second["apiVersion"]) == (V1, V1BETA1)
+    assert first["expired"] is second["expired"] is False and first["served"] is second["served"] is True
+    lifetimes = [parse_rfc3339(e["expirationTimestamp"]).timestamp() - time.time() for e in (first, second)]
+    assert 3500 < lifetimes[0] <= 3600 and 7100 < lifetimes[1] <= 7200
+    assert parse_rfc3339(first["servedUntil"]) < parse_rfc3339(first["expirationTimestamp"])
+    assert sorted(e["file"] for e in document["entries"]) == [p.name for p in cache_files(cache_dir)]
+    # Only the first profile file's entries with --profile.
+    assert [e["cluster"]["name"] for e in listed(cpcreds, "--profile", fleet.profile)["entries"]] == ["spoke-1"]
+    table = cpcreds("cache", "list")
+    assert (table.code, table.err) == (0, "")
+    header, *rows = table.out.splitlines()
+    assert header.split() == ["CLUSTER", "PROVIDER", "CREDENTIAL", "EXPIRES", "SERVER", "PROFILE"]
+    assert rows[0].split()[:3] == ["fleet-system/spoke-1", "fake", "token"] and "(in 59m)" in rows[0]
+    assert rows[1].split()[:3] == ["fleet-system/spoke-2", "fake", "token"] and "(in 1h59m)" in rows[1]
+    everything = json.dumps(document) + table.out
+    for secret in (*tokens, "hunter2", "abc"):
+        assert secret not in everything
+
+
+def test_cache_list_names_a_client_certificate_and_never_shows_it_or_its_key(cpcreds: Any, pki: Any, tmp_path: Path) -> None:
+    issued = pki.issue_client_cert("lister")
+    (tmp_path / "c.pem").write_text(issued.cert_pem)
+    (tmp_path / "k.pem").write_text(issued.key_pem)
+    both = Fleet(tmp_path / "both", "--expires-in", "600", "--cert", str(tmp_path / "c.pem"), "--key", str(tmp_path / "k.pem"))
+    only = Fleet(tmp_path / "only", "--expires-in", "600", "--no-token", "--cert", str(tmp_path / "c.pem"), "--key", str(tmp_path / "k.pem"))
+    for fleet in (both, only):
+        assert cpcreds("get-credential", *fleet.args()).code == 0
+    kinds = sorted(e["credential"] for e in listed(cpcreds)["entries"])
+    assert kinds == [["clientCertificate"], ["token", "clientCertificate"]]
+    table = cpcreds("cache", "list").out
+    assert "token + client certificate" in table and "   client certificate   " in table
+    body = lambda pem: "".join(pem.strip().splitlines()[1:-1])  # noqa: E731
+    for secret in (body(issued.key_pem)[:40], body(issued.cert_pem)[:40], "fake-token-1"):
+        assert secret not in table and secret not in json.dumps(listed(cpcreds))
+
+
+def test_cache_list_of_an_empty_or_missing_cache(cpcreds: Any, cache_dir: Path) -> None:
+    assert listed(cpcreds) == {"directory": str(cache_dir), "entries": [], "skipped": [], "notes": []}
+    run = cpcreds("cache", "list")
+    assert (run.code, run.out, run.err) == (0, f"no cached credentials in {cache_dir}\n", "")
+    assert not cache_dir.exists()  # listing creates nothing
+
+
+def test_the_installed_script_and_python_m_list_the_cache(tmp_path: Path, fleet: Fleet) -> None:
+    env = cli_env()
+    assert run_cli("get-credential", *fleet.args(), cwd=tmp_path, env=env).returncode == 0
+    script = subprocess.run([BIN / "cpcreds", "cache", "list"], env=env, capture_output=True, text=True, timeout=60)
+    module = run_cli("cache", "list", "-o", "json", cwd=tmp_path, env=env)
+    assert script.returncode == module.returncode == 0 and script.stderr == module.stderr == ""
+    assert script.stdout.splitlines()[1].split()[:3] == ["fleet-system/spoke-1", "fake", "token"]
+    (entry,) = json.loads(module.stdout)["entries"]
+    assert entry["cluster"]["name"] == "spoke-1" and "fake-token-1" not in script.stdout + module.stdout
+
+
+def test_an_entry_whose_credential_expired_says_so(cpcreds: Any, fleet: Fleet, cache_dir: Path) -> None:
+    assert cpcreds("get-credential", *fleet.args()).code == 0
+    path = only_file(cache_dir)
+    header, about, answer = path.read_bytes().split(b"\n", 2)
+    description = json.loads(about)
+    description["expirationTimestamp"] = "2020-01-01T00:00:00Z"
+    path.write_bytes(b"%s\n%s\n%s" % (header, json.dumps(description).encode(), answer))
+    (entry,) = listed(cpcreds)["entries"]
+    assert entry["expired"] is True and entry["expirationTimestamp"] == "2020-01-01T00:00:00Z"
+    assert "(expired " in cpcreds("cache", "list").out
+
+
+def test_cache_list_and_clear_refuse_a_directory_of_another_kind_in_one_line(cpcreds: Any, cache_dir: Path) -> None:
+    cache_dir.parent.mkdir()
+    cache_dir.write_text("not a directory\n")
+    for action in ("list", "clear"):
+        run = cpcreds("cache", action)
+        assert run.code == 1 and run.out == "" and ERROR_LINE.match(run.err.strip()) and run.err.count("\n") == 1
+        assert "not a directory" in run.err
+
+
+@needs_root
+def test_cache_list_refuses_a_directory_of_another_user(cpcreds: Any, fleet: Fleet, cache_dir: Path) -> None:
+    assert cpcreds("get-credential", *fleet.args()).code == 0
+    os.chown(cache_dir, 65534, 65534)
+    run = cpcreds("cache", "list")
+    assert run.code == 1 and run.out == "" and ERROR_LINE.match(run.err.strip()) and "owned by user 65534" in run.err
+
+
+def test_cache_list_notes_a_directory_others_may_enter(cpcreds: Any, fleet: Fleet, cache_dir: Path) -> None:
+    assert cpcreds("get-credential", *fleet.args()).code == 0
+    cache_dir.chmod(0o755)
+    document = listed(cpcreds)
+    assert len(document["entries"]) == 1 and len(document["notes"]) == 1 and "0755" in document["notes"][0]
+    run = cpcreds("cache", "list")
+    assert run.code == 0 and run.err.startswith("cpcreds: note: ") and run.err.count("\n") == 1
+
+
+def _huge(path: Path) -> None:
+    with path.open("ab") as handle:
+        handle.write(b"x" * (diskcache.MAX_FILE_BYTES + 1))
+
+
+LISTED_AS_SKIPPED = {
+    **{name: TAMPERING[name] for name in ("truncated", "empty", "not a cache file", "world-readable", "symlink", "hard link", "fifo", "owned by another user")},
+    "huge": _huge,
+    "directory": lambda p: (p.unlink(), p.mkdir()),
+    "older layout": lambda p: p.write_bytes(p.read_bytes().replace(diskcache.MAGIC, b"cpcreds-credential-cache-1", 1)),
+    "description damaged": lambda p: p.write_bytes(p.read_bytes().replace(b'"credential":["token"]', b'"credential":"token"', 1)),
+    "description with escapes": lambda p: p.write_bytes(p.read_bytes().replace(b'"name":"spoke-1"', b'"name":"\\u001b[31mred"', 1)),
+}
+
+
+@pytest.mark.parametrize("damage", list(LISTED_AS_SKIPPED))
+def test_a_file_cache_list_cannot_trust_is_skipped_with_its_reason(cpcreds: Any, fleet: Fleet, cache_dir: Path, damage: str) -> None:
+    if damage == "owned by another user" and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    assert cpcreds("get-credential", *fleet.args()).code == 0
+    path = only_file(cache_dir)
+    LISTED_AS_SKIPPED[damage](path)
+    document = listed(cpcreds)
+    assert document["entries"] == []
+    assert [item["file"] for item in document["skipped"]] == [path.name] and document["skipped"][0]["reason"]
+    run = cpcreds("cache", "list")
+    assert run.code == 0 and run.out == f"no cached credentials in {cache_dir}\n"
+    assert run.err == f"cpcreds: note: skipped {path.name}: {document['skipped'][0]['reason']}\n"
+    assert "\x1b" not in run.err and "fake-token" not in run.err
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+_FIELDS = ["profileFile", "namespace", "name", "server", "provider", "providerType", "credential", "apiVersion", "expirationTimestamp", "answerBytes"]
+
+
+@st.composite
+def _hostile_files(draw: st.DrawFn, valid: bytes) -> bytes:
+    """Bytes a cache file may hold: anything, a header with anything after it, or a valid
+    file whose description has fields of any JSON type or none."""
+    header, about, answer = valid.split(b"\n", 2)
+    how = draw(st.sampled_from(["bytes", "after header", "description", "cut"]))
+    if how == "bytes":
+        return draw(st.binary(max_size=300))
+    if how == "after header":
+        return header + b"\n" + draw(st.binary(max_size=300))
+    if how == "cut":  # drawn apart from the file's length, which changes with each run's token
+        return valid[: draw(st.integers(0, 2048))]
+    description = json.loads(about)
+    for name in draw(st.lists(st.sampled_from(_FIELDS), max_size=4, unique=True)):
+        if draw(st.booleans()):
+            description.pop(name)
+        else:
+            description[name] = draw(_JSON)
+    return b"%s\n%s\n%s" % (header, json.dumps(description).encode(), answer)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_hostile_cache_files_are_listed_or_skipped_never_a_crash(cpcreds: Any, tmp_path: Path, cache_dir: Path, data: st.DataObject) -> None:
+    fleet = Fleet(tmp_path / "hostile", "--expires-in", "3600")
+    for path in cache_files(cache_dir):
+        path.unlink()
+    assert cpcreds("get-credential", *fleet.args()).code == 0
+    path = only_file(cache_dir)
+    path.write_bytes(data.draw(_hostile_files(path.read_bytes())))
+    document = listed(cpcreds)
+    assert len(document["entries"]) + len(document["skipped"]) == 1
+    for entry in document["entries"]:
+        assert set(entry) == ENTRY_KEYS and entry["file"] == path.name
+    table = cpcreds("cache", "list")
+    assert table.code == 0 and "Traceback" not in table.err and "fake-token" not in table.out + table.err
+    assert all(line.isprintable() for line in (table.out + table.err).splitlines())

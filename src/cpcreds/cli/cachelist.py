@@ -57,6 +57,7 @@ class Description(BaseModel):
     credential: Annotated[tuple[Literal["token", "clientCertificate"], ...], Field(min_length=1, max_length=2)]
     apiVersion: Literal[SUPPORTED_API_VERSIONS]  # type: ignore[valid-type]
     expirationTimestamp: Annotated[str, Field(max_length=40)]
+    answerBytes: Annotated[int, Field(ge=0, le=diskcache.MAX_FILE_BYTES)]
 
     @field_validator("profileFile", "namespace", "name", "server", "provider", "providerType")
     @classmethod
@@ -73,7 +74,9 @@ class Description(BaseModel):
         return value
 
 
-def describe(profile: Mapping[str, Any], plan: AccessPlan, credential: Credential, api_version: str, profile_file: str) -> bytes:
+def describe(
+    profile: Mapping[str, Any], plan: AccessPlan, credential: Credential, api_version: str, profile_file: str, answer_bytes: int
+) -> bytes:
     """The description line stored with an answer: which cluster (the profile's namespace and
     name, its server as cpcreds shows URLs), which provider, which kind of credential and until
     when — nothing of the credential itself."""
@@ -90,6 +93,9 @@ def describe(profile: Mapping[str, Any], plan: AccessPlan, credential: Credentia
         "credential": kinds,
         "apiVersion": api_version,
         "expirationTimestamp": format_rfc3339(expiry) if expiry is not None else None,
+        # A file cut short or extended is told apart without reading the answer (the check
+        # digest, which would also catch an edit, needs the key: only the cached command has it).
+        "answerBytes": answer_bytes,
     }
     return json.dumps(about, separators=(",", ":")).encode()
 
@@ -121,7 +127,7 @@ def _entry(name: str, data: bytes, now: float) -> dict[str, Any] | str:
             return "written by another version of cpcreds (another layout); get-credential does not use it"
         return "not a cpcreds cache file"
     serve_until, _, body = parts
-    line, newline, _ = body.partition(b"\n")
+    line, newline, answer = body.partition(b"\n")
     served_until = _moment(serve_until)
     if not newline or served_until is None:
         return "not a cpcreds cache file"
@@ -131,6 +137,8 @@ def _entry(name: str, data: bytes, now: float) -> dict[str, Any] | str:
         about = Description.model_validate_json(line)
     except ValidationError:  # its errors may quote the file's values: not shown
         return "its description is missing or damaged"
+    if about.answerBytes != len(answer):
+        return "damaged: its answer is not as long as when it was written"
     expiry = parse_rfc3339(about.expirationTimestamp)
     return {
         "file": name,

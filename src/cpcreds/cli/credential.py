@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import ConfigError, CredentialError
+from ..errors import ConfigError
 from ..kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS
 from ..config.settings import Settings
 from . import diskcache
@@ -98,6 +98,7 @@ def get_credential(args: argparse.Namespace, settings: Settings) -> int:
         serve_until = RefreshPolicy().refresh_at(now, credential.expiration_timestamp.timestamp())
         from .cachelist import describe
 
-        about = describe(profile, answer.plan, credential, api_version, cache_key.profile)
-        diskcache.store(cache_key, text.encode("utf-8"), serve_until, os.environ, now=now, about=about)
+        printed = text.encode("utf-8")
+        about = describe(profile, answer.plan, credential, api_version, cache_key.profile, len(printed))
+        diskcache.store(cache_key, printed, serve_until, os.environ, now=now, about=about)
     return 0
