@@ -1,7 +1,8 @@
-"""secretreader's plain (urllib3) hub client against hostile hub kubeconfigs: a token file that is
-a FIFO, a folder, huge or holds a line break, a CA that is not PEM, a server URL carrying a
-password. Each is one ProviderError within the timeout, and no token or password shows in its
-message, its repr, its exception chain or the log."""
+"""secretreader's hub client (the kubernetes client, loaded with cpcreds' bounds around its loader)
+against hostile hub kubeconfigs: a token file that is a FIFO, a folder, huge, holds a line break
+or any bytes, a CA or client certificate file that is a FIFO or a folder, a CA that is not PEM, a
+server URL carrying a password. Each is one ProviderError within the timeout, and no token or
+password shows in its message, its repr, its exception chain or the log."""
 
 from __future__ import annotations
 
@@ -154,3 +155,55 @@ def test_a_hostile_ca_or_server_is_one_provider_error(
             section["server"] = server
 
     refused(engine_for(kubeconfig_of(hub, tmp_path, change)), caplog, PASSWORD, HUB_SECRET)
+
+
+@pytest.mark.parametrize("field", ["certificate-authority", "client-certificate", "client-key"])
+@pytest.mark.parametrize("kind", ["fifo", "folder", "huge", "missing"])
+def test_a_hostile_file_the_kubeconfig_names_is_one_provider_error(
+    field: str, kind: str, hub: HubServer, tmp_path: Path, engine_for: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The kubernetes loader opens these with a blocking open() and reads them whole: a FIFO nobody
+    # writes would hang the fetch for ever, past every timeout.
+    caplog.set_level(logging.DEBUG)
+    hub.create(secret(FLEET, "spoke-1", {"token": "spoke-token-r0und4"}))
+    target = tmp_path / f"{field}.pem"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "huge":
+        target.write_bytes(b"A" * (5 * 1024 * 1024))
+
+    def change(document: dict[str, Any]) -> None:
+        section = cluster(document) if field == "certificate-authority" else user(document)
+        section.pop(f"{field}-data", None)
+        section[field] = str(target)
+
+    error = refused(engine_for(kubeconfig_of(hub, tmp_path, change)), caplog, HUB_SECRET, "spoke-token-r0und4")
+    assert field in str(error)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(content=st.binary(max_size=80))
+def test_any_token_file_content_reads_the_secret_or_is_one_provider_error(
+    content: bytes, hub: HubServer, tmp_path: Path, engine_for: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    caplog.clear()
+    hub.put(secret(FLEET, "spoke-1", {"token": "spoke-token-r0und4"}))
+    target = tmp_path / f"token-{next(_names)}"
+    target.write_bytes(HUB_SECRET.encode() + content)
+    engine = engine_for(kubeconfig_of(hub, tmp_path, with_token_file(target)))
+    try:
+        credential = engine.get_credential(profile())
+    except CredentialError as exc:
+        for cause in chain(exc):
+            for text in (str(cause), repr(cause)):
+                assert HUB_SECRET not in text and "spoke-token-r0und4" not in text
+        assert "\n" not in str(exc)
+    else:
+        # Only a token the hub knows reads the Secret: the file's, without surrounding whitespace.
+        assert credential.token == "spoke-token-r0und4"
+        assert (HUB_SECRET.encode() + content).strip() == HUB_SECRET.encode()
+    for record in caplog.records:
+        assert HUB_SECRET not in record.getMessage() and HUB_SECRET not in str(record.__dict__)

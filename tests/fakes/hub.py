@@ -282,7 +282,7 @@ class HubServer(FakeAPIServer):
         self._compacted = _INITIAL_RESOURCE_VERSION  # watches from an rv below this get 410
         self._watchers: list[_Watcher] = []
         self._requests: deque[HubRequest] = deque(maxlen=100_000)
-        self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool, float]] = {}
+        self._answers: dict[tuple[str, bool | None], tuple[int, bytes, str, bool, float, tuple[tuple[str, str], ...]]] = {}
         self._stalls: dict[str, threading.Event] = {}
         self._head_trickles: dict[str, threading.Event] = {}
         self._closing = False
@@ -431,15 +431,17 @@ class HubServer(FakeAPIServer):
         chunked: bool = False,
         watch: bool | None = None,
         trickle: float = 0.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Answer every request for ``path`` (no query string), whoever asks, with these bytes;
+        """Answer every request for ``path`` (no query string), whoever asks, with these bytes
+        (and ``headers``, e.g. a redirect's ``Location``);
         ``chunked`` sends them without a Content-Length, as Go does for large answers (and as a
         watch stream comes: ``body`` may be event lines, then the stream ends). ``watch=True``
         answers only watches of ``path``, ``False`` only the other requests (lists), ``None`` both.
         ``trickle`` (seconds; implies ``chunked``) sends the body one byte at a time that far apart,
         until the client hangs up or the hub stops: each read is quick, the answer never ends."""
         with self._lock:
-            self._answers[(path, watch)] = (status, body, content_type, chunked or trickle > 0, trickle)
+            self._answers[(path, watch)] = (status, body, content_type, chunked or trickle > 0, trickle, tuple((headers or {}).items()))
 
     def watch_event_line(self, kind: str, obj: Any) -> bytes:
         """One watch event as the hub sends it (a JSON line), for :meth:`inject_answer` bodies."""
@@ -814,9 +816,15 @@ class _HubHandler(JSONHandler):
             hub._record(HubRequest(self.command, split.path, split.query, token, grant.user if grant else None, status))
 
         if answer is not None:
-            status, body, content_type, chunked, trickle = answer
+            status, body, content_type, chunked, trickle, headers = answer
             record(status)
-            if chunked:
+            if headers:
+                self.send_response(status)
+                for name, value in (*headers, ("Content-Type", content_type), ("Content-Length", str(len(body)))):
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+            elif chunked:
                 self._send_chunked(status, body, content_type, trickle)
             else:
                 self._send_bytes(status, body, content_type)

@@ -271,3 +271,61 @@ def test_the_exp_of_a_stored_jwt_bounds_the_cache_even_when_its_claims_are_odd(h
     hub.create(secret(FLEET, "spoke-1", {"token": token}))
     expiry = engine.get_credential(cluster("spoke-1")).expiration_timestamp
     assert expiry is not None and math.isclose(expiry.timestamp(), 4_102_444_800.5)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed(hub: HubServer, engine: CredentialEngine, status: int) -> None:
+    # Followed, it would answer another Secret's token (the bearer token goes along on one host).
+    hub.create(secret(FLEET, "elsewhere", {"token": "t-elsewhere"}))
+    hub.inject_answer(SECRET_PATH, status, b"", headers={"Location": f"/api/v1/namespaces/{FLEET}/secrets/elsewhere"})
+    assert error_of(engine) == f"the hub {hub.url} answered HTTP {status} reading Secret {FLEET}/spoke-1"
+    assert [r.path for r in hub.requests] == [SECRET_PATH]
+
+
+#: Generous: the fetch's timeout is 2 s; this only says "it stops at all".
+HANG_UP_WITHIN = 60.0
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_body_trickling_in_is_hung_up_on_at_the_timeout(hub: HubServer, kubeconfig: Path, make_engine: Engine, status: int) -> None:
+    hub.inject_answer(SECRET_PATH, status, b'{"data": {"token": "dA=="}}', trickle=0.05)
+    engine = make_engine(entry({"kubeconfig": str(kubeconfig)}, timeout="2s"))
+    with pytest.raises(ProviderError) as raised:
+        engine.get_credential(cluster("spoke-1"))
+    # A Secret's body cut at the deadline is a timeout; an error's body is only drained, so its
+    # status is the answer.
+    words = "did not answer within 2s" if status == 200 else f"answered HTTP {status}"
+    assert str(raised.value) == f"provider secretreader: the hub {hub.url} {words} reading Secret {FLEET}/spoke-1"
+    # The connection the trickle came on is dropped, not kept for the next fetch.
+    hub.clear_faults()
+    hub.create(secret(FLEET, "spoke-1", {"token": "t-spoke-1"}))
+    assert make_engine(entry({"kubeconfig": str(kubeconfig)}, timeout="10s")).get_credential(cluster("spoke-1")).token == "t-spoke-1"
+
+
+statuses = st.integers(min_value=200, max_value=599)
+bodies = st.binary(max_size=300) | st.builds(lambda data: json.dumps({"data": data}).encode(), json_values)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(status=statuses, body=bodies, chunked=st.booleans())
+def test_any_hub_answer_is_a_credential_or_one_provider_error_that_does_not_quote_it(
+    hub: HubServer, kubeconfig: Path, make_engine: Engine, status: int, body: bytes, chunked: bool
+) -> None:
+    hub.inject_answer(SECRET_PATH, status, body, chunked=chunked)
+    # A new engine per example: the last one's cached credential or backoff must not answer.
+    engine = make_engine(entry({"kubeconfig": str(kubeconfig)}, timeout="10s"))
+    try:
+        engine.get_credential(cluster("spoke-1"))
+    except ProviderError as exc:
+        message = str(exc)
+        assert "\n" not in message and exc.__cause__ is None
+        assert message.startswith("provider secretreader: ") and f"{FLEET}/spoke-1" in message
+        if status != 200:
+            assert message == "provider secretreader: " + {
+                404: f"Secret {FLEET}/spoke-1 not found on the hub {hub.url}",
+                401: f"the hub {hub.url} refused its credentials (401 Unauthorized) reading Secret {FLEET}/spoke-1: check the hub kubeconfig or service account token",
+                403: f"the hub credentials may not read Secret {FLEET}/spoke-1 (403 Forbidden): grant get on secrets in namespace {FLEET}",
+            }.get(status, f"the hub {hub.url} answered HTTP {status} reading Secret {FLEET}/spoke-1")
+    finally:
+        engine.close()
+        hub.clear_faults()

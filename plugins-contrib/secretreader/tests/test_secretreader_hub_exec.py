@@ -1,7 +1,6 @@
 """A hub kubeconfig whose user is an exec plugin (gke-gcloud-auth-plugin, kubelogin, aws...): run by
 cpcreds within the provider's timeout, its process group killed at that timeout, and its
-credential used to read the Secret; and the plain hub's HTTPS honouring HTTPS_PROXY as the
-kubernetes client does."""
+credential used to read the Secret; and HTTPS_PROXY carrying the hub's request."""
 
 from __future__ import annotations
 
@@ -79,7 +78,7 @@ def test_a_hanging_hub_exec_user_is_one_line_within_the_timeout_and_is_killed(hu
     assert not alive(int(pidfile.read_text())), "the hub exec plugin's process group was left running"
 
 
-def test_https_proxy_carries_the_plain_hubs_request(hub: HubServer, kubeconfig: Path, tmp_path: Path) -> None:
+def test_https_proxy_carries_the_hubs_request(hub: HubServer, kubeconfig: Path, tmp_path: Path) -> None:
     hub.create(secret(FLEET, "spoke-1", {"token": "t-spoke-1"}))
     with ConnectProxy() as proxy:
         result, _ = get_credential(tmp_path, kubeconfig, "10s", HTTPS_PROXY=proxy.url, NO_PROXY="", no_proxy="")

@@ -380,6 +380,33 @@ def test_a_refused_hub_credential_is_reloaded_on_the_next_fetch(hub: HubServer, 
     provider.close()
 
 
+def test_a_hub_token_file_is_read_again_as_it_rotates(hub: HubServer, tmp_path: Path) -> None:
+    # A projected service-account token is replaced on disk; the next request carries the new one,
+    # without a 401 first (and a moment without the file keeps the last one read).
+    token_file = tmp_path / "hub-token"
+    token_file.write_text(HUB_TOKEN + "\n")
+    document = hub.kubeconfig(HUB_TOKEN, namespace=FLEET)
+    user = document["users"][0]["user"]
+    user.pop("token")
+    user["tokenFile"] = token_file.name  # relative to the kubeconfig's folder, as client-go reads it
+    kubeconfig = tmp_path / "hub.kubeconfig"
+    kubeconfig.write_text(json.dumps(document))
+    hub.create(secret(FLEET, "spoke-1", {"token": "t"}))
+    provider = SecretReaderProvider({"kubeconfig": str(kubeconfig)})
+    plan = resolve(config_of(entry({"kubeconfig": str(kubeconfig)})), cluster("spoke-1"))
+    assert provider.get_credential(plan).token == "t"
+
+    hub.revoke(HUB_TOKEN)
+    hub.grant("rotated-token")
+    token_file.write_text("rotated-token")
+    assert provider.get_credential(plan).token == "t"
+    token_file.unlink()
+    assert provider.get_credential(plan).token == "t"
+    provider.close()
+
+    assert [r.token for r in hub.requests] == [HUB_TOKEN, "rotated-token", "rotated-token"]
+
+
 def test_a_hub_that_does_not_answer_fails_the_fetch_within_its_timeout(hub: HubServer, kubeconfig: Path) -> None:
     hub.create(secret(FLEET, "spoke-1", {"token": "t"}))
     release = hub.stall(f"/api/v1/namespaces/{FLEET}/secrets/spoke-1")

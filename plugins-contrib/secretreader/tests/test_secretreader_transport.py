@@ -1,7 +1,7 @@
-"""How the hub is reached, on both transports (the standard library's HTTPS for a plain hub, the
-kubernetes client for anything else): the fetch's timeout bounds the whole exchange, a status
-line and headers that never end included; and a proxy set in the environment in any spelling
-the kubernetes client reads is used for the hub, whichever transport would otherwise serve it."""
+"""How the hub is reached (the kubernetes client, from one kubeconfig file or a KUBECONFIG list):
+the fetch's timeout bounds the whole exchange, a status line and headers that never end
+included; and a proxy set in the environment in any spelling the kubernetes client reads is used
+for the hub."""
 
 from __future__ import annotations
 
@@ -26,18 +26,17 @@ SECRET_PATH = f"/api/v1/namespaces/{FLEET}/secrets/spoke-1"
 HANG_UP_WITHIN = 60.0
 
 
-def _source(kubeconfig: Path, transport: str) -> str:
-    # A KUBECONFIG-style list is read by the kubernetes client's loader and served by its client;
-    # one plain file by the standard library's HTTPS.
-    return str(kubeconfig) if transport == "plain" else f"{kubeconfig}{os.pathsep}{kubeconfig}"
+def _source(kubeconfig: Path, kind: str) -> str:
+    # A KUBECONFIG-style list is merged by the loader; one file is read as it is.
+    return str(kubeconfig) if kind == "one-file" else f"{kubeconfig}{os.pathsep}{kubeconfig}"
 
 
-@pytest.mark.parametrize("transport", ["plain", "kubernetes-client"])
+@pytest.mark.parametrize("kind", ["one-file", "kubeconfig-list"])
 def test_a_hub_trickling_its_status_line_and_headers_is_hung_up_on_at_the_timeout(
-    hub: HubServer, kubeconfig: Path, make_engine: Engine, transport: str
+    hub: HubServer, kubeconfig: Path, make_engine: Engine, kind: str
 ) -> None:
     hung_up = hub.trickle_head(SECRET_PATH)
-    engine = make_engine(entry({"kubeconfig": _source(kubeconfig, transport)}, timeout="2s"))
+    engine = make_engine(entry({"kubeconfig": _source(kubeconfig, kind)}, timeout="2s"))
 
     with pytest.raises(CredentialError) as raised:
         engine.get_credential(cluster("spoke-1"))
@@ -48,13 +47,13 @@ def test_a_hub_trickling_its_status_line_and_headers_is_hung_up_on_at_the_timeou
     assert hung_up.wait(HANG_UP_WITHIN), "the fetch went on reading the trickle past its timeout"
 
 
-@pytest.mark.parametrize("transport", ["plain", "kubernetes-client"])
+@pytest.mark.parametrize("kind", ["one-file", "kubeconfig-list"])
 def test_after_a_trickling_answer_the_next_fetch_reads_the_secret(
-    hub: HubServer, kubeconfig: Path, make_engine: Engine, transport: str
+    hub: HubServer, kubeconfig: Path, make_engine: Engine, kind: str
 ) -> None:
     # The connection the trickle was cut on is not reused: the next answer is read whole.
     hung_up = hub.trickle_head(SECRET_PATH)
-    source = _source(kubeconfig, transport)
+    source = _source(kubeconfig, kind)
     with pytest.raises(CredentialError):
         make_engine(entry({"kubeconfig": source}, timeout="2s")).get_credential(cluster("spoke-1"))
     assert hung_up.wait(HANG_UP_WITHIN)

@@ -144,7 +144,7 @@ def _read_files(document: dict[str, Any], context: dict[str, Any]) -> str | None
             raise _Worded(f"the hub kubeconfig's {kind} has a {field} that is not a file path")
         # Relative to the kubeconfig file the entry came from, as the loader resolves it.
         full = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)) if path else "", name))
-        data = _read_file(full, field, _MAX_TOKEN_FILE_BYTES if field == "tokenFile" else _MAX_FILE_BYTES)
+        data = _read_file(full, kind, field, _MAX_TOKEN_FILE_BYTES if field == "tokenFile" else _MAX_FILE_BYTES)
         del body[field]
         if field == "tokenFile":
             body["token"] = _bearer(data, field)
@@ -153,7 +153,7 @@ def _read_files(document: dict[str, Any], context: dict[str, Any]) -> str | None
     return None
 
 
-def _read_file(path: str, field: str, limit: int) -> bytes:
+def _read_file(path: str, kind: str, field: str, limit: int) -> bytes:
     problem = None
     try:
         return read_bounded(path, limit)
@@ -161,15 +161,15 @@ def _read_file(path: str, field: str, limit: int) -> bytes:
         problem = f"its {field} {exc}"
     except OSError as exc:
         problem = f"its {field} {path} cannot be read ({exc.strerror or type(exc).__name__})"
-    raise _Worded(f"the hub kubeconfig's user or cluster cannot be used: {problem}")
+    raise _Worded(f"the hub kubeconfig's {kind} cannot be used: {problem}")
 
 
 def _bearer(raw: bytes, field: str) -> str:
     """A hub token as a header may carry it: surrounding whitespace removed, one line of visible
-    ASCII; never quoted in the error."""
+    ASCII; never quoted in the error (worded so that redaction leaves the message alone)."""
     token = raw.decode("utf-8", "replace").strip()
     if not token or not all(33 <= ord(c) <= 126 for c in token):
-        raise _Worded(f"the hub kubeconfig's user {field} does not hold a bearer token (one line of visible ASCII characters)")
+        raise _Worded(f"the hub kubeconfig's user {field} is not one line of visible ASCII characters, as a request header needs")
     return token
 
 
