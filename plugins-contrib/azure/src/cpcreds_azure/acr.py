@@ -71,6 +71,8 @@ def login_server(image: str, suffixes: Iterable[str], registries: Iterable[str] 
     """The ACR login server an image is pulled from, as written in the image; ``""`` when the
     image's host is no ``<name><suffix>`` (``name`` letters and digits) nor one of ``registries``."""
     host = _host(image)
+    if not host.isascii():
+        return ""
     lowered = host.lower()
     if lowered in registries:
         return host
