@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("cpcreds_secretreader", reason="install plugins-contrib/secretreader")
 
-from cpcreds import ConfigError, CredentialEngine, ProviderError, ProviderRegistry, resolve  # noqa: E402
+from cpcreds import AccessPlan, ConfigError, CredentialEngine, ProviderError, ProviderRegistry, resolve  # noqa: E402
 from cpcreds_secretreader.hub import HUB_CLIENTS  # noqa: E402
 from cpcreds_secretreader.provider import SecretReaderProvider  # noqa: E402
 from secretreader_helpers import FLEET, cluster, entry, profile  # noqa: E402
@@ -363,14 +363,21 @@ def test_concurrent_fetches_from_worker_threads_share_the_client(hub: HubServer,
     assert hub.connections <= 8
 
 
-def test_a_refused_hub_credential_is_reloaded_on_the_next_fetch(hub: HubServer, kubeconfig: Path) -> None:
-    # A kubeconfig mounted from a Secret is rewritten when its token rotates.
+def read_then_rotate(hub: HubServer, kubeconfig: Path) -> tuple[SecretReaderProvider, AccessPlan]:
+    """A provider that has read spoke-1's Secret once, and a hub that now accepts only
+    ``rotated-token``; the provider and the plan."""
     hub.create(secret(FLEET, "spoke-1", {"token": "t"}))
     provider = SecretReaderProvider({"kubeconfig": str(kubeconfig)})
     plan = resolve(config_of(entry({"kubeconfig": str(kubeconfig)})), cluster("spoke-1"))
     assert provider.get_credential(plan).token == "t"
     hub.revoke(HUB_TOKEN)
     hub.grant("rotated-token")
+    return provider, plan
+
+
+def test_a_refused_hub_credential_is_reloaded_on_the_next_fetch(hub: HubServer, kubeconfig: Path) -> None:
+    # A kubeconfig mounted from a Secret is rewritten when its token rotates.
+    provider, plan = read_then_rotate(hub, kubeconfig)
     with pytest.raises(ProviderError, match="401 Unauthorized"):
         provider.get_credential(plan)
 
@@ -391,13 +398,8 @@ def test_a_hub_token_file_is_read_again_as_it_rotates(hub: HubServer, tmp_path: 
     user["tokenFile"] = token_file.name  # relative to the kubeconfig's folder, as client-go reads it
     kubeconfig = tmp_path / "hub.kubeconfig"
     kubeconfig.write_text(json.dumps(document))
-    hub.create(secret(FLEET, "spoke-1", {"token": "t"}))
-    provider = SecretReaderProvider({"kubeconfig": str(kubeconfig)})
-    plan = resolve(config_of(entry({"kubeconfig": str(kubeconfig)})), cluster("spoke-1"))
-    assert provider.get_credential(plan).token == "t"
+    provider, plan = read_then_rotate(hub, kubeconfig)
 
-    hub.revoke(HUB_TOKEN)
-    hub.grant("rotated-token")
     token_file.write_text("rotated-token")
     assert provider.get_credential(plan).token == "t"
     token_file.unlink()
