@@ -13,7 +13,6 @@ outcome back through :meth:`CredentialStore.publish`.
 
 from __future__ import annotations
 
-import collections
 import copy
 import threading
 import time
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING
 from ..credential import Credential
 from ..errors import CredentialError, EngineClosed, ProviderError
 from .flight import Flight
+from .holds import PlanHolds
+from .lookups import LookupCounts
 from ..metrics import Metrics
 from ..plan import AccessPlan
 from .policies import BackoffPolicy, RefreshPolicy
@@ -30,7 +31,7 @@ from .policies import BackoffPolicy, RefreshPolicy
 if TYPE_CHECKING:
     from ..config.access import Candidate
 
-__all__ = ["CredentialStore", "Entry", "fresh_copy", "closed_error"]
+__all__ = ["CredentialStore", "Entry", "fresh_copy", "closed_error", "evicted"]
 
 
 def closed_error() -> EngineClosed:
@@ -72,6 +73,17 @@ class Entry:
         return self.fresh[0]
 
 
+def evicted(entries: dict[str, Entry], max_entries: int, now: float) -> list[Entry]:
+    """The entries to drop when ``entries`` is full: those without a credential valid at ``now``,
+    and, if that frees too little, the least recently used tenth; never one in flight."""
+    idle = [e for e in entries.values() if e.flight is None]
+    victims = [e for e in idle if e.credential is None or e.expires_at <= now]
+    if len(entries) - len(victims) >= max_entries:
+        idle.sort(key=lambda e: e.used)
+        victims += idle[: max(1, len(entries) // 10)]
+    return victims
+
+
 #: What :meth:`CredentialStore.claim` answers: a credential, or the flight to wait on and (when
 #: the caller leads it) its deadline; ``(None, None, None)`` when told not to wait.
 Claim = tuple["Credential | None", "Flight | None", "float | None"]
@@ -101,14 +113,10 @@ class CredentialStore:
         self.clock = clock
         self.refresh: Callable[[AccessPlan, Flight], None] = lambda plan, flight: None
         self.entries: dict[str, Entry] = {}  # plan.key -> entry
-        #: plan.key -> how many held bindings (and their failover routes) use the plan: a plan
-        #: whose last holder is released leaves the cache at once (see :meth:`drop_holds`).
-        self.holds: dict[str, int] = {}
+        self.holds = PlanHolds()
         self.lock = threading.Lock()
         self.closed = False
-        #: (provider, result) -> cache lookups not held in entries (misses, backoffs, hits of
-        #: purged entries); live entries count their own hits.
-        self._lookups: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.lookups = LookupCounts()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -151,15 +159,15 @@ class CredentialStore:
                 result: Claim = (credential, None, None)
             elif entry.flight is not None:
                 if wait:
-                    self._lookups[(plan.provider, "miss")] += 1
+                    self.lookups.count(plan.provider, "miss")
                 result = (None, entry.flight if wait else None, None)
             elif in_backoff:
-                self._lookups[(plan.provider, "backoff")] += 1
+                self.lookups.count(plan.provider, "backoff")
                 error = entry.error
                 assert error is not None
                 raise fresh_copy(error)
             elif wait:
-                self._lookups[(plan.provider, "miss")] += 1
+                self.lookups.count(plan.provider, "miss")
                 entry.flight = Flight()
                 result = (None, entry.flight, time.monotonic() + plan.timeout)
             else:
@@ -274,20 +282,14 @@ class CredentialStore:
         return entry
 
     def _purge(self) -> None:
-        # Lock held. Expired credentials first, then the least recently used, never one in flight.
-        now = self.clock()
-        idle = [e for e in self.entries.values() if e.flight is None]
-        victims = [e for e in idle if e.credential is None or e.expires_at <= now]
-        if len(self.entries) - len(victims) >= self.max_entries:
-            idle.sort(key=lambda e: e.used)
-            victims += idle[: max(1, len(self.entries) // 10)]
-        for entry in victims:
+        # Lock held.
+        for entry in evicted(self.entries, self.max_entries, self.clock()):
             if self.entries.pop(entry.plan.key, None) is not None:
                 self._forget(entry)
 
     def _forget(self, entry: Entry) -> None:
         # Lock held; ``entry`` was just taken out of ``entries``.
-        self._lookups[(entry.plan.provider, "hit")] += entry.hits
+        self.lookups.retire(entry.plan.provider, entry.hits)
         self.metrics.cache_entries.dec()
         self.metrics.track_certificate(id(self), entry.plan.key, None)
 
@@ -295,9 +297,7 @@ class CredentialStore:
 
     def add_holds(self, keys: list[str]) -> None:
         """Lock held: one more holder for each of ``keys`` (plan keys)."""
-        holds = self.holds
-        for key in keys:
-            holds[key] = holds.get(key, 0) + 1
+        self.holds.add(keys)
 
     def drop_holds(self, keys: list[str]) -> None:
         """Lock held: one holder less for each of ``keys``; a plan left without holders leaves
@@ -305,13 +305,7 @@ class CredentialStore:
         waiters and caches nothing (:meth:`publish`). Nothing to do once closed."""
         if self.closed:
             return
-        holds = self.holds
-        for key in keys:
-            left = holds.get(key, 0) - 1
-            if left > 0:
-                holds[key] = left
-                continue
-            holds.pop(key, None)
+        for key in self.holds.drop(keys):
             entry = self.entries.pop(key, None)
             if entry is not None:
                 self._forget(entry)
@@ -321,11 +315,7 @@ class CredentialStore:
     def lookup_counts(self) -> dict[tuple[str, str], int]:
         """(provider, result) -> cache lookups so far."""
         with self.lock:
-            counts = collections.Counter(self._lookups)
-            for entry in self.entries.values():
-                if entry.hits:
-                    counts[(entry.plan.provider, "hit")] += entry.hits
-        return dict(counts)
+            return self.lookups.totals((entry.plan.provider, entry.hits) for entry in self.entries.values())
 
     def close(self) -> list[Flight] | None:
         """Refuse every later claim and drop every entry: the flights still in the air (for the
@@ -336,7 +326,7 @@ class CredentialStore:
             self.closed = True
             flights = [entry.flight for entry in self.entries.values() if entry.flight is not None]
             for entry in self.entries.values():
-                self._lookups[(entry.plan.provider, "hit")] += entry.hits
+                self.lookups.retire(entry.plan.provider, entry.hits)
             count = len(self.entries)
             self.entries.clear()
             self.holds.clear()
