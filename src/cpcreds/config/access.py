@@ -100,25 +100,40 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
     Raises :class:`~cpcreds.errors.ProfileError` naming the profile and the field; the message
     names the type of a wrong value, never the value.
     """
-    if is_profile_model(profile):
-        return profile  # type: ignore[return-value]
-    if not isinstance(profile, Mapping):
-        raise ProfileError(f"expected a ClusterProfile mapping, got {type(profile).__name__}")
-    from pydantic import ValidationError
-
-    from .wire import ClusterProfile
-    from . import describe_validation_error
-
+    if type(profile) is not dict:  # a plain dict is the usual case: no other check for it
+        if is_profile_model(profile):
+            return profile  # type: ignore[return-value]
+        if not isinstance(profile, Mapping):
+            raise ProfileError(f"expected a ClusterProfile mapping, got {type(profile).__name__}")
+        profile = dict(profile)
+    model, validation_error = _MODELS or _profile_models()
     problems: list[tuple[str, str]] = []
     try:
-        return ClusterProfile.model_validate(dict(profile))
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, ClusterProfile)
+        return model.model_validate(profile)  # type: ignore[no-any-return]
+    except validation_error as exc:
+        from . import describe_validation_error
+
+        problems = describe_validation_error(exc, model)
     except (TypeError, ValueError, OverflowError, RecursionError):  # a value pydantic cannot even look at
         problems = [("", "holds a value that cannot be read")]
     # Raised outside the except block: pydantic's error quotes the input.
     where, message = problems[0] if problems else ("", "is not valid")
-    raise ProfileError(f"field {where}: {message}" if where else message, profile=profile_ref(dict(profile)))
+    raise ProfileError(f"field {where}: {message}" if where else message, profile=profile_ref(profile))
+
+
+#: (ClusterProfile, pydantic's ValidationError) once the first profile was validated: the models
+#: are imported then, not with this module, and not looked up again on every resolve.
+_MODELS: tuple[Any, Any] | None = None
+
+
+def _profile_models() -> tuple[Any, Any]:
+    global _MODELS
+    from pydantic import ValidationError
+
+    from .wire import ClusterProfile
+
+    _MODELS = (ClusterProfile, ValidationError)
+    return _MODELS
 
 
 def _offered_providers(profile: ClusterProfile, *, warn: bool = True) -> dict[str, AccessProvider]:
@@ -198,7 +213,7 @@ def _resolve_validated(config: ProviderConfig, profile: ClusterProfile | Mapping
     for entry in config.providers:
         access = offered.get(entry.name)
         if access is not None:
-            return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref, owned)
+            return _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model, owned)
     raise NoMatchingProvider(model.ref, list(offered), config.names)
 
 
@@ -236,7 +251,7 @@ def resolve_chain(config: ProviderConfig, profile: ClusterProfile | Mapping[str,
             continue
         problem: ProfileError | None = None
         try:
-            plan = _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model.ref)
+            plan = _plan(entry, access.name, None if access.cluster is None else _source_of(access.cluster), model)
         except ProfileError as exc:
             problem = exc.with_traceback(None)
         chain.append(Candidate(entry.name, None, problem) if problem is not None else Candidate(entry.name, plan))
@@ -327,18 +342,19 @@ def _configured_options(entry: ProviderEntry) -> Mapping[str, Any]:
     return options
 
 
-def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, owned: bool = False) -> AccessPlan:
+def _plan(entry: ProviderEntry, name: str, source: _Source | None, model: ClusterProfile, owned: bool = False) -> AccessPlan:
+    # The profile's ref (namespace/name, for errors) is worded only where an error may need it.
     if source is None:
-        raise ProfileError(f"{_cluster_at(name)} is missing", profile=ref)
+        raise ProfileError(f"{_cluster_at(name)} is missing", profile=model.ref)
     server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, extensions = source
     if not server:
-        raise ProfileError(f"{_cluster_at(name)}.server is empty", profile=ref)
+        raise ProfileError(f"{_cluster_at(name)}.server is empty", profile=model.ref)
     # A deep, read-only copy: neither the caller (changing its profile dict after resolve) nor a
     # provider (changing plan.cluster.config) can change the plan or its key. An owner who
     # promised not to change its profile (resolve's ``owned``) shares a flat extension instead.
     config = extensions.get(EXEC_EXTENSION)
     if config is not None and not (owned and _shareable(config)):
-        config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", ref)
+        config = _frozen(config, f"{_cluster_at(name)}.extensions[{EXEC_EXTENSION}]", model.ref)
     # The values were checked as the profile was read (by the models or the direct reading).
     cluster = exec_cluster_of_validated(server, tls_server_name, insecure_skip_tls_verify, ca_data, proxy_url, disable_compression, config)
     if entry.exec_config is None:
@@ -348,11 +364,11 @@ def _plan(entry: ProviderEntry, name: str, source: _Source | None, ref: str, own
     args, env, changed = spec.args, spec.env, False
     if entry.profile_sourced_cli_args_policy == "Append" and ADDITIONAL_ARGS_EXTENSION in extensions:
         where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ARGS_EXTENSION}]"
-        args, changed = args + parse_additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], where, ref), True
+        args, changed = args + parse_additional_args(extensions[ADDITIONAL_ARGS_EXTENSION], where, model.ref), True
     policy = entry.profile_sourced_env_vars_policy
     if policy != "Ignore" and ADDITIONAL_ENVS_EXTENSION in extensions:
         where = f"{_cluster_at(name)}.extensions[{ADDITIONAL_ENVS_EXTENSION}]"
-        extra = _additional_envs(extensions[ADDITIONAL_ENVS_EXTENSION], where, ref)
+        extra = _additional_envs(extensions[ADDITIONAL_ENVS_EXTENSION], where, model.ref)
         env, changed = _merge_env(env, extra, profile_wins=policy == "Replace"), True
     if changed:
         spec = dataclasses.replace(spec, args=args, env=env)

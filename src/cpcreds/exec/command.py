@@ -11,6 +11,7 @@ import errno
 import json
 import re
 import signal
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import CLIENT_INTERNAL_ERROR, PluginExecutionError, PluginNotFound, PluginTimeout
@@ -103,12 +104,14 @@ def run_command(
     interactive: bool = False,
     stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
+    meanwhile: Callable[[], object] | None = None,
 ) -> RunResult:
     """Run ``executable`` once under :func:`cpcreds.exec.process.run` (a session of its own, killed
     with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
     as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
     (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
-    The exec provider and the kubelet-plugin runner both run their programs through this."""
+    The exec provider and the kubelet-plugin runner both run their programs through this;
+    ``meanwhile`` is :func:`~cpcreds.exec.process.run`'s (called once the program has started)."""
     provider, command = job.provider, job.command
     try:
         result = process.run(
@@ -123,6 +126,7 @@ def run_command(
             pass_fds=pass_fds,
             use_pidfd=use_pidfd,
             groups=groups,
+            meanwhile=meanwhile,
         )
     except FileNotFoundError:
         raise not_found(job) from None

@@ -38,6 +38,7 @@ import select
 import shutil
 import threading
 import time
+from collections.abc import Callable
 
 from .spawn import Child, SpawnSupport, kill, kill_group, popen, spawn
 
@@ -147,6 +148,7 @@ def run(
     pass_fds: tuple[int, ...] = (),
     use_pidfd: bool = True,
     groups: Groups | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Outcome:
     """Run ``executable`` (``argv[0]`` as the name it is given) once and see it through (see the
     module's docstring), bounded by ``deadline`` (``time.monotonic()`` seconds).
@@ -155,9 +157,11 @@ def run(
     stdin is ``/dev/null`` (or the terminal when ``interactive``; stderr then stays the
     terminal too, for prompts). ``pass_fds`` are descriptors the program inherits under the same
     numbers; they must be the caller's own, as they are made inheritable for the spawn.
-    ``groups`` records the run's process group while it runs. Raises ``OSError`` when the
-    program cannot be started; ``KeyboardInterrupt`` or any other exception while it runs kills
-    it before propagating."""
+    ``groups`` records the run's process group while it runs. ``meanwhile()`` is called once the
+    program has started, before it is waited for: work of the caller's that the program's start
+    does not need costs no time there, as this process would only wait. Raises ``OSError`` when
+    the program cannot be started (``meanwhile`` is then not called); ``KeyboardInterrupt`` or
+    any other exception while it runs (``meanwhile``'s included) kills it before propagating."""
     child = None
     if not interactive and SpawnSupport.usable:
         child = spawn(executable, argv, env, with_stdin=stdin is not None, pass_fds=pass_fds)
@@ -168,7 +172,7 @@ def run(
     if pgid is not None:
         owner._add(pgid)
     try:
-        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd)
+        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd, meanwhile)
     finally:
         child.close_pipes()
         if pgid is not None:
@@ -176,7 +180,14 @@ def run(
 
 
 def _collect(
-    proc: Child, pgid: int | None, deadline: float, stdin: bytes | None, max_stdout: int, stderr_tail: int, use_pidfd: bool
+    proc: Child,
+    pgid: int | None,
+    deadline: float,
+    stdin: bytes | None,
+    max_stdout: int,
+    stderr_tail: int,
+    use_pidfd: bool,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Outcome:
     started = time.monotonic()
     stdout, stderr = bytearray(), bytearray()
@@ -188,6 +199,8 @@ def _collect(
         os.set_blocking(proc.stderr_fd, False)
     pidfd = _open_pidfd(proc.pid) if use_pidfd else None
     try:
+        if meanwhile is not None:
+            meanwhile()
         exited = False
         if pidfd is not None and stdin is None:
             quiet = select.poll()

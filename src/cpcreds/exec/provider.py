@@ -180,21 +180,47 @@ class ExecProvider:
         argv = [spec.command, *spec.args]
         gate = self.gate
         if gate.allows_all:
-            self._observe(plan.provider, "allowed")
-            return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive)
+            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive)
         try:
             admission = gate.admit(plan.provider, spec.command, executable, argv, env)
         except PluginNotAllowed as refusal:
             self._observe(plan.provider, refusal.decision)
             self._log_refusal(plan.provider, refusal)
             raise
-        self._observe(plan.provider, "allowed_pinned" if admission.sha256 else "allowed")
+        decision = "allowed_pinned" if admission.sha256 else "allowed"
         try:
-            return self.run_command(
-                job, admission.executable, admission.argv, env, deadline=deadline, interactive=interactive, pass_fds=admission.pass_fds
+            return self._run_counted(
+                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds
             )
         finally:
             admission.release()
+
+    def _run_counted(
+        self,
+        provider: str,
+        decision: str,
+        job: Job,
+        executable: str,
+        argv: list[str],
+        env: dict[bytes, bytes],
+        deadline: float,
+        interactive: bool,
+        pass_fds: tuple[int, ...] = (),
+    ) -> RunResult:
+        """Run the admitted plugin, counting the policy ``decision`` while it runs (this process
+        would only wait then), or after a start that failed: every admitted run counts once."""
+        counted = False
+
+        def count() -> None:
+            nonlocal counted
+            counted = True
+            self._observe(provider, decision)
+
+        try:
+            return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count)
+        finally:
+            if not counted:
+                self._observe(provider, decision)
 
     def _observe(self, provider: str, decision: str) -> None:
         observer = self.policy_observer
@@ -223,6 +249,7 @@ class ExecProvider:
         interactive: bool = False,
         stdin: bytes | None = None,
         pass_fds: tuple[int, ...] = (),
+        meanwhile: Callable[[], object] | None = None,
     ) -> RunResult:
         """:func:`run_command` with this provider's bounds, its process groups (killed by
         :meth:`close`) and its way of noticing an exit; refused once closed."""
@@ -240,6 +267,7 @@ class ExecProvider:
             interactive=interactive,
             stdin=stdin,
             pass_fds=pass_fds,
+            meanwhile=meanwhile,
         )
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
