@@ -61,7 +61,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from .google_federation import PoolProvider, ServiceAccountIssuer
+from .google_federation import PoolProvider, ServiceAccountIssuer, unb64url
 from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
 from .registry import basic_credentials
 
@@ -98,14 +98,6 @@ IAM_SCOPE = "https://www.googleapis.com/auth/iam"
 MAX_ASSERTION_SECONDS = 3600
 #: Clock skew Google tolerates on ``iat``/``exp``.
 ASSERTION_SKEW_SECONDS = 300
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 @dataclass(frozen=True)
@@ -519,8 +511,8 @@ class FakeGoogle(_IssuingServer):
     def _jwt_bearer(self, assertion: str) -> Reply:
         parts = assertion.split(".")
         try:
-            header, claims = json.loads(_unb64url(parts[0])), json.loads(_unb64url(parts[1]))
-            signature = _unb64url(parts[2])
+            header, claims = json.loads(unb64url(parts[0])), json.loads(unb64url(parts[1]))
+            signature = unb64url(parts[2])
         except (IndexError, ValueError):
             return _oauth_error("invalid_grant", "Invalid JWT: malformed.")
         if not isinstance(header, dict) or not isinstance(claims, dict) or header.get("alg") != "RS256":

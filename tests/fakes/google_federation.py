@@ -25,17 +25,19 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-__all__ = ["ServiceAccountIssuer", "PoolProvider", "SKEW_SECONDS", "decode_claims"]
+__all__ = ["ServiceAccountIssuer", "PoolProvider", "SKEW_SECONDS", "decode_claims", "b64url", "unb64url"]
 
 #: Clock skew tolerated on ``nbf``/``exp``.
 SKEW_SECONDS = 300
 
 
-def _b64url(data: bytes) -> str:
+def b64url(data: bytes) -> str:
+    """JWT's base64url, unpadded."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64url(text: str) -> bytes:
+def unb64url(text: str) -> bytes:
+    """JWT's base64url, padding restored."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
@@ -64,9 +66,9 @@ class ServiceAccountIssuer:
             "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": secrets.token_hex(8)}},
         }
         header = {"alg": "RS256", "kid": self.key_id, "typ": "JWT"}
-        signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
+        signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}"
         signature = self.private_key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{_b64url(signature)}"
+        return f"{signing_input}.{b64url(signature)}"
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class PoolProvider:
         """The principal for ``token``, or ``None`` when STS would refuse it."""
         parts = token.split(".")
         try:
-            header, claims, signature = json.loads(_unb64url(parts[0])), json.loads(_unb64url(parts[1])), _unb64url(parts[2])
+            header, claims, signature = json.loads(unb64url(parts[0])), json.loads(unb64url(parts[1])), unb64url(parts[2])
         except (IndexError, ValueError):
             return None
         if len(parts) != 3 or not isinstance(header, dict) or not isinstance(claims, dict) or header.get("alg") != "RS256":
@@ -122,4 +124,4 @@ class PoolProvider:
 
 def decode_claims(token: str) -> dict[str, Any]:
     """A JWT's claims, unverified (for tests that look at what was sent)."""
-    return json.loads(_unb64url(token.split(".")[1]))
+    return json.loads(unb64url(token.split(".")[1]))
