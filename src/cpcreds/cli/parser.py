@@ -139,7 +139,7 @@ def add_config_option(parser: Parser) -> None:
         dest="config",
         metavar="FILE",
         help="provider config file, YAML or JSON (default: $CPCREDS_CONFIG); "
-        "--clusterprofile-provider-file is the Go library's name for it",
+        "--clusterprofile-provider-file is KEP-4322's and the Go library's name for it",
     )
     group.add_argument(
         "--clusterprofile-access-provider",
@@ -147,7 +147,7 @@ def add_config_option(parser: Parser) -> None:
         metavar="SPEC",
         action="append",
         default=[],
-        help="NAME='COMMAND [ARG...]' (KEP-5339); repeatable; added after the file's providers",
+        help="NAME='COMMAND [ARG...]' (KEP-5339's flag, replaced by the provider file in KEP-4322); repeatable; added after the file's providers",
     )
 
 

@@ -1,11 +1,11 @@
 """KEP-4322's inventory members: ClusterProfiles in one namespace (an inventory) with the same
 non-empty ``multicluster.x-k8s.io/inventory-member-id`` label describe one cluster.
 
-A consumer deduplicates among the profiles it selects. Where the KEP leaves the choice open,
-cpcreds acts on the oldest profile of a member (``metadata.creationTimestamp``) and on none of
-them when the oldest tie (no profile is "the" cluster then, and guessing could hand one
-cluster's workload to another's credential). A profile without a creationTimestamp (a file)
-counts as newer than any with one; a member whose profiles all lack one is a tie.
+A consumer deduplicates among the profiles it selects, as the KEP prescribes: it acts on the
+oldest profile of a member (``metadata.creationTimestamp``) and on none of them when the oldest
+tie (no profile is "the" cluster then, and guessing could hand one cluster's workload to
+another's credential). A profile without a creationTimestamp (a file) counts as newer than any
+with one; a member whose profiles all lack one is a tie.
 """
 
 from __future__ import annotations
