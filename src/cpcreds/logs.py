@@ -21,14 +21,14 @@ import binascii
 import json
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 from ._patterns import LazyPattern
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["get_logger", "redact_secrets", "redact_text", "is_secret_name", "configure_logging", "stdlib_logging", "REDACTED"]
+__all__ = ["get_logger", "redact_secrets", "redact_text", "is_secret_name", "configure_logging", "configure_logging_when_used", "stdlib_logging", "REDACTED"]
 
 
 REDACTED = "[REDACTED]"
@@ -339,8 +339,9 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "exc
 #: The root logger's level until someone sets one (logging.WARNING).
 _ROOT_DEFAULT_LEVEL = 30
 
-#: configure_logging(..., on_first_use=True)'s arguments until logging is first used.
-_pending: tuple[str, str, Any] | None = None
+#: configure_logging(..., on_first_use=True)'s arguments until logging is first used (or what
+#: gives them: configure_logging_when_used).
+_pending: tuple[str, str, Any] | Callable[[], tuple[str, str, Any]] | None = None
 
 
 def stdlib_logging() -> Any:
@@ -351,6 +352,8 @@ def stdlib_logging() -> Any:
     import logging
 
     pending, _pending = _pending, None
+    if callable(pending):
+        pending = pending()
     if pending is not None:
         _install(logging, *pending)
     return logging
@@ -434,6 +437,17 @@ def configure_logging(level: str = "warning", fmt: str = "console", stream: Any 
         return
     _pending = None
     _install(stdlib_logging(), level, fmt, stream)
+
+
+def configure_logging_when_used(read: Callable[[], tuple[str, str]], stream: Any = None) -> None:
+    """``configure_logging(level, fmt, on_first_use=True)`` with ``(level, fmt) = read()`` called
+    only when logging is first used: a ``get-credential`` run reads its settings only if it logs."""
+    global _pending
+    if "logging" in sys.modules:
+        configure_logging(*read(), stream)
+        return
+    out = stream or sys.stderr
+    _pending = lambda: (*read(), out)
 
 
 def _install(logging: Any, level: str, fmt: str, stream: Any) -> None:

@@ -7,14 +7,16 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import FLAG_SOURCE, ProviderConfig, load_config, parse_access_provider_flag
 from ..errors import ConfigError
 from ..logs import redact_text
-from ..config.settings import Settings
 
 __all__ = ["config_path", "flag_config", "load_provider_config", "profiles", "engine", "render", "print_value", "warn"]
+
+if TYPE_CHECKING:  # pydantic-settings is imported where the settings are read (cpcreds.cli.main)
+    from ..config.settings import Settings
 
 
 def config_path(args: argparse.Namespace, settings: Settings) -> str | None:

@@ -8,22 +8,25 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..kep import API_VERSION_V1, EXEC_INFO_ENV, SUPPORTED_API_VERSIONS
-from ..config.settings import Settings
 from . import diskcache
 from .common import config_path, engine, load_provider_config, profiles, render
 
 __all__ = ["get_credential"]
+
+if TYPE_CHECKING:  # pydantic-settings is imported where the settings are read (cpcreds.cli.main)
+    from ..config.settings import Settings
 
 
 def _disk_cache_key(args: argparse.Namespace, settings: Settings) -> diskcache.CacheKey | None:
     """The disk cache key of this get-credential run, or None when the answer is not to be
     cached: the cache is off, or the key would not describe this run."""
     argv = getattr(args, "argv", None)
-    if settings.cache == "off" or args.no_cache or not argv or argv[0] != "get-credential":
+    # --no-cache first: the settings are then not read for it (see cpcreds.cli.main).
+    if args.no_cache or not argv or argv[0] != "get-credential" or settings.cache == "off":
         return None
     key = diskcache.cache_key(argv[1:], os.environ)
     if key is None:

@@ -12,13 +12,17 @@ command imports its own module (:data:`cpcreds.cli.parser.HANDLERS`) only when i
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CredentialError
-from ..logs import configure_logging, redact_text
-from ..config.settings import Settings
+from ..logs import configure_logging, configure_logging_when_used, redact_text
 from .parser import COMMANDS, build_parser
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
 
 __all__ = ["main"]
 
@@ -40,14 +44,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     args.argv = tuple(argv)  # get-credential's disk cache key is computed from the words as given
-    try:
-        settings = Settings()
-    except CredentialError as exc:  # names the variable: "CPCREDS_LOG_LEVEL: must be ..."
-        sys.stderr.write(f"cpcreds: error: {redact_text(' '.join(str(exc).split()))}\n")
-        return 1
-    # A stdlib handler (structlog waits for an event); get-credential, which kubectl runs on every
-    # command and which usually logs nothing, imports logging only when something logs.
-    configure_logging(settings.log_level, settings.log_format, on_first_use=args.command == "get-credential")
+    settings: Settings | SettingsOnRead
+    if args.command == "get-credential" and not _settings_given(os.environ):
+        # kubectl runs get-credential; with no CPCREDS_* variable the settings are their declared
+        # defaults and cannot be wrong, so they are read (pydantic-settings, with the asyncio it
+        # imports) only if the run needs one: --no-cache and --config need none, a log event
+        # its level.
+        settings = SettingsOnRead()
+        configure_logging_when_used(lambda: (settings.log_level, settings.log_format))
+    else:
+        try:
+            settings = _read_settings()
+        except CredentialError as exc:  # names the variable: "CPCREDS_LOG_LEVEL: must be ..."
+            sys.stderr.write(f"cpcreds: error: {redact_text(' '.join(str(exc).split()))}\n")
+            return 1
+        # A stdlib handler (structlog waits for an event); get-credential, which kubectl runs on
+        # every command and which usually logs nothing, imports logging only when something logs.
+        configure_logging(settings.log_level, settings.log_format, on_first_use=args.command == "get-credential")
     from ..exec.signals import exit_on_termination  # the exec provider's: commands that run no plugin do not need it
 
     # kubectl (or a shell, or systemd) may stop us with SIGTERM/SIGHUP mid-run: the plugin, in
@@ -70,6 +83,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         detail = redact_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
         sys.stderr.write(f"cpcreds: internal error: {detail} (rerun with CPCREDS_LOG_LEVEL=debug for details)\n")
         return 1
+
+
+def _read_settings() -> Settings:
+    from ..config.settings import Settings
+
+    return Settings()
+
+
+def _settings_given(environ: Mapping[str, str]) -> bool:
+    """Whether a variable may set a setting: its name starts with ``CPCREDS_`` in any case, as
+    the settings' declaration reads names (the declaration decides what each one means)."""
+    return any(name[:8].upper() == "CPCREDS_" for name in environ)
+
+
+class SettingsOnRead:
+    """The process :class:`~cpcreds.config.settings.Settings`, read from their declaration on the
+    first attribute a command reads, for a run in which no variable can set one (so reading
+    them cannot fail and the command's output is the same whenever they are read)."""
+
+    __slots__ = ("_settings",)
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._settings is None:
+            self._settings = _read_settings()
+        return getattr(self._settings, name)
 
 
 if __name__ == "__main__":  # pragma: no cover
