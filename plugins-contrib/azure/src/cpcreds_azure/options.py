@@ -175,9 +175,7 @@ class AzureOptions(Options):
     )
     tenant_id: str | None = option(None, names=("tenantId",), check=_ident, description="Directory (tenant) ID (else AZURE_TENANT_ID).")
     client_secret: Secret | None = option(
-        None,
-        names=("clientSecret",),
-        parse=_secret,
+        None, names=("clientSecret",), parse=_secret,
         description="spn: the client secret (prefer AAD_SERVICE_PRINCIPAL_CLIENT_SECRET or AZURE_CLIENT_SECRET in the environment).",
     )
     client_certificate: Path | None = option(
@@ -187,9 +185,7 @@ class AzureOptions(Options):
         None, names=("clientCertificatePassword",), parse=_secret, description="spn: the password of clientCertificate, if it has one."
     )
     federated_token_file: Path | None = option(
-        None,
-        names=("federatedTokenFile",),
-        check=_file,
+        None, names=("federatedTokenFile",), check=_file,
         description="workloadidentity: the projected service account token file (else AZURE_FEDERATED_TOKEN_FILE).",
     )
     authority_host: str | None = option(
@@ -204,8 +200,7 @@ class AzureOptions(Options):
         description="msi: the ARM resource ID of a user-assigned managed identity (instead of clientId).",
     )
     disable_instance_discovery: bool = option(
-        False,
-        names=("disableInstanceDiscovery",),
+        False, names=("disableInstanceDiscovery",),
         description="Do not ask login.microsoftonline.com to validate the authority (an authority host Microsoft does not know).",
     )
     # The kubelet plugin's: which images are ACR's, and the Entra token exchanged at the registry.
