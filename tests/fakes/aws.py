@@ -53,12 +53,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from .aws_wire import STS_NS, Refused, parse_amz_date, ecr_domain, iso, request_id, sigv4_signature, sts_document, token_url, xml
 from .http import Fault, Handler, LoopbackServer, Reply, SeenCall
 from .pki import PKI
 
@@ -87,8 +88,6 @@ ALLOWED_QUERY = frozenset(
 )
 #: aws-iam-authenticator accepts a presigned URL this long after its X-Amz-Date.
 PRESIGNED_MAX_AGE = timedelta(minutes=15)
-_STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
-_TOKEN_PREFIX = "k8s-aws-v1."
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
@@ -111,61 +110,6 @@ class AwsKeys:
         if self.token:
             env["AWS_SESSION_TOKEN"] = self.token
         return env
-
-
-# -- SigV4, as AWS documents it (written apart from botocore, which the code under test uses) ---
-
-
-def _uri_encode(text: str) -> str:
-    return quote(text, safe="-_.~")
-
-
-def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    key = ("AWS4" + secret).encode()
-    for part in (date, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
-
-
-def sigv4_signature(
-    secret: str,
-    *,
-    method: str,
-    path: str,
-    query: list[tuple[str, str]],
-    headers: dict[str, str],
-    signed_headers: list[str],
-    payload_hash: str,
-    amz_date: str,
-    scope: str,
-) -> str:
-    """The hex SigV4 signature of a request (``query`` without ``X-Amz-Signature``; ``headers``
-    by lower-case name; ``scope`` is ``date/region/service/aws4_request``)."""
-    canonical_query = "&".join(f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted((k, v) for k, v in query))
-    canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed_headers)
-    canonical = "\n".join([method, path or "/", canonical_query, canonical_headers, ";".join(signed_headers), payload_hash])
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    date, region, service, _ = scope.split("/")
-    return hmac.new(_signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
-
-
-class _Refused(Exception):
-    """A request AWS would refuse: ``status``, error ``code`` and message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-
-def _amz_date(text: str) -> datetime:
-    try:
-        return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        raise _Refused(400, "IncompleteSignature", "X-Amz-Date is not a date") from None
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class FakeAWS(LoopbackServer):
@@ -287,7 +231,7 @@ class FakeAWS(LoopbackServer):
         URL, then the URL sent to STS with ``x-k8s-aws-id: <cluster>``; true when STS answered 200."""
 
         def verify(token: str) -> bool:
-            url = _token_url(token)
+            url = token_url(token)
             if url is None or not self._url_acceptable(url):
                 return False
             context = ssl.create_default_context(cadata=self.pki.ca_pem.decode())
@@ -323,8 +267,8 @@ class FakeAWS(LoopbackServer):
             return False
         try:
             expires = int(params.get("x-amz-expires", ""))
-            signed_at = _amz_date(params.get("x-amz-date", ""))
-        except (ValueError, _Refused):
+            signed_at = parse_amz_date(params.get("x-amz-date", ""))
+        except (ValueError, Refused):
             return False
         return 0 < expires <= 900 and datetime.now(UTC) - signed_at <= PRESIGNED_MAX_AGE
 
@@ -355,28 +299,28 @@ class FakeAWS(LoopbackServer):
                 return self._assume_role_with_web_identity(body)
             if endpoint in ("ecr", "ecr-public"):
                 return self._ecr_token(handler, body, public=endpoint == "ecr-public")
-            raise _Refused(400, "InvalidAction", "unknown action")
-        except _Refused as refused:
+            raise Refused(400, "InvalidAction", "unknown action")
+        except Refused as refused:
             if endpoint in ("ecr", "ecr-public"):
                 document = {"__type": refused.code, "message": str(refused)}
                 return Reply(refused.status, json.dumps(document).encode(), "application/x-amz-json-1.1")
             error = f"<Error><Type>Sender</Type><Code>{refused.code}</Code><Message>{escape(str(refused))}</Message></Error>"
-            return _xml(refused.status, f'<ErrorResponse xmlns="{_STS_NS}">{error}<RequestId>{_request_id()}</RequestId></ErrorResponse>')
+            return xml(refused.status, f'<ErrorResponse xmlns="{STS_NS}">{error}<RequestId>{request_id()}</RequestId></ErrorResponse>')
 
     def _known(self, access_key: str, token: str | None) -> AwsKeys:
         with self._lock:
             keys = self._keys.get(access_key)
         if keys is None:
-            raise _Refused(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
+            raise Refused(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
         if keys.token is not None and (token != keys.token or keys.expires_at is None or keys.expires_at <= datetime.now(UTC)):
-            raise _Refused(403, "ExpiredToken" if token == keys.token else "InvalidClientTokenId", "The security token is invalid or expired.")
+            raise Refused(403, "ExpiredToken" if token == keys.token else "InvalidClientTokenId", "The security token is invalid or expired.")
         return keys
 
     def _check_scope(self, credential: str, service: str, host: str = "") -> tuple[str, str]:
         access_key, _, scope = credential.partition("/")
         fields = scope.split("/")
         if len(fields) != 4 or fields[2] != service or fields[3] != "aws4_request":
-            raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid service and region.")
+            raise Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid service and region.")
         # STS at the loopback address is the region's endpoint (or the global one, which signs as
         # us-east-1); at a real host name, that host's region only. ECR stands for every region's
         # endpoint, and records the region signed for; ECR Public is in us-east-1 only.
@@ -384,7 +328,7 @@ class FakeAWS(LoopbackServer):
             host_region = self._sts_hosts.get(host.lower())
         allowed = {"sts": (host_region,) if host_region else (self.region, "us-east-1"), "ecr-public": ("us-east-1",)}.get(service)
         if allowed is not None and fields[1] not in allowed:
-            raise _Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
+            raise Refused(403, "SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
         return access_key, scope
 
     def _get_caller_identity(self, handler: Handler) -> Reply:
@@ -393,22 +337,22 @@ class FakeAWS(LoopbackServer):
         query = parse_qsl(parts.query, keep_blank_values=True)
         params = dict(query)
         if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or "X-Amz-Signature" not in params:
-            raise _Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
+            raise Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
         host = handler.headers.get("Host") or ""
         with self._lock:
             known_host = host.lower() in self._sts_hosts or host == f"127.0.0.1:{self.port}"
         if not known_host:
-            raise _Refused(403, "SignatureDoesNotMatch", "The request was not addressed to this STS endpoint.")
+            raise Refused(403, "SignatureDoesNotMatch", "The request was not addressed to this STS endpoint.")
         access_key, scope = self._check_scope(params.get("X-Amz-Credential", ""), "sts", host)
-        signed_at = _amz_date(params.get("X-Amz-Date", ""))
+        signed_at = parse_amz_date(params.get("X-Amz-Date", ""))
         try:
             expires = int(params.get("X-Amz-Expires", ""))
         except ValueError:
-            raise _Refused(400, "AuthorizationQueryParametersError", "X-Amz-Expires must be a number") from None
+            raise Refused(400, "AuthorizationQueryParametersError", "X-Amz-Expires must be a number") from None
         if not 0 < expires <= 900 or datetime.now(UTC) > signed_at + PRESIGNED_MAX_AGE:
             # STS takes a presigned GetCallerIdentity for 15 minutes whatever its X-Amz-Expires
             # (60 s in an EKS token): what the 14-minute expirationTimestamp relies on.
-            raise _Refused(403, "ExpiredToken", "Signature expired")
+            raise Refused(403, "ExpiredToken", "Signature expired")
         keys = self._known(access_key, params.get("X-Amz-Security-Token"))
         signed_headers = params.get("X-Amz-SignedHeaders", "").split(";")
         headers = {name.lower(): value for name, value in handler.headers.items()}
@@ -424,12 +368,12 @@ class FakeAWS(LoopbackServer):
             scope=scope,
         )
         if not hmac.compare_digest(expected, params["X-Amz-Signature"]):
-            raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+            raise Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
         with self._lock:
             self.verified.append((headers.get("x-k8s-aws-id", ""), keys.arn))
         user_id = keys.access_key if keys.token is None else f"AROA{keys.access_key[4:]}:{keys.arn.rsplit('/', 1)[-1]}"
         result = f"<Arn>{keys.arn}</Arn><UserId>{user_id}</UserId><Account>{ACCOUNT}</Account>"
-        return _xml(200, _sts_document("GetCallerIdentity", result))
+        return xml(200, sts_document("GetCallerIdentity", result))
 
     def _signed_caller(self, handler: Handler, body: bytes, service: str) -> tuple[AwsKeys, str]:
         # A SigV4 Authorization header, as botocore's clients sign. Returns the caller and the
@@ -438,11 +382,11 @@ class FakeAWS(LoopbackServer):
         algorithm, _, rest = authorization.partition(" ")
         fields = dict(item.strip().split("=", 1) for item in rest.split(",") if "=" in item)
         if algorithm != "AWS4-HMAC-SHA256" or not {"Credential", "SignedHeaders", "Signature"} <= set(fields):
-            raise _Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
+            raise Refused(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
         access_key, scope = self._check_scope(fields["Credential"], service)
         amz_date = handler.headers.get("X-Amz-Date") or ""
-        if abs(datetime.now(UTC) - _amz_date(amz_date)) > timedelta(minutes=5):
-            raise _Refused(403, "SignatureDoesNotMatch", "Signature expired")
+        if abs(datetime.now(UTC) - parse_amz_date(amz_date)) > timedelta(minutes=5):
+            raise Refused(403, "SignatureDoesNotMatch", "Signature expired")
         keys = self._known(access_key, handler.headers.get("X-Amz-Security-Token"))
         parts = urlsplit(handler.path)
         headers = {name.lower(): value for name, value in handler.headers.items()}
@@ -458,7 +402,7 @@ class FakeAWS(LoopbackServer):
             scope=scope,
         )
         if not hmac.compare_digest(expected, fields["Signature"]):
-            raise _Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+            raise Refused(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
         return keys, scope.split("/")[1]
 
     def _assume_role(self, handler: Handler, body: bytes) -> Reply:
@@ -468,9 +412,9 @@ class FakeAWS(LoopbackServer):
         with self._lock:
             trust = self._trusts.get(role_arn)
         if trust is None or caller.arn not in trust[0]:
-            raise _Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+            raise Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
         if trust[1] is not None and form.get("ExternalId") != trust[1]:
-            raise _Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+            raise Refused(403, "AccessDenied", f"User: {caller.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
         return self._credentials_reply("AssumeRole", role_arn, session_name, form)
 
     def _assume_role_with_web_identity(self, body: bytes) -> Reply:
@@ -479,20 +423,20 @@ class FakeAWS(LoopbackServer):
         form = dict(parse_qsl(body.decode("utf-8")))
         role_arn, session_name = form.get("RoleArn", ""), form.get("RoleSessionName", "")
         if not 2 <= len(session_name) <= 64:
-            raise _Refused(400, "ValidationError", "RoleSessionName must be 2 to 64 characters")
+            raise Refused(400, "ValidationError", "RoleSessionName must be 2 to 64 characters")
         try:
             claims = jwt.decode(
                 form.get("WebIdentityToken", ""), self._oidc_key.public_key(), algorithms=["ES256"], audience=STS_AUDIENCE,
                 issuer=self.oidc_issuer, options={"require": ["exp", "iat", "sub", "aud", "iss"]},
             )
         except jwt.ExpiredSignatureError:
-            raise _Refused(400, "ExpiredTokenException", "Token expired") from None
+            raise Refused(400, "ExpiredTokenException", "Token expired") from None
         except jwt.PyJWTError:
-            raise _Refused(400, "InvalidIdentityToken", "Couldn't verify the web identity token") from None
+            raise Refused(400, "InvalidIdentityToken", "Couldn't verify the web identity token") from None
         with self._lock:
             trusted = claims["sub"] in self._web_trusts.get(role_arn, set())
         if not trusted:
-            raise _Refused(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+            raise Refused(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
         with self._lock:
             self.web_identity_calls.append((role_arn, claims["sub"], session_name))
         return self._credentials_reply("AssumeRoleWithWebIdentity", role_arn, session_name, form)
@@ -503,12 +447,12 @@ class FakeAWS(LoopbackServer):
         assert keys.expires_at is not None
         result = (
             f"<Credentials><AccessKeyId>{keys.access_key}</AccessKeyId><SecretAccessKey>{keys.secret_key}</SecretAccessKey>"
-            f"<SessionToken>{keys.token}</SessionToken><Expiration>{_iso(keys.expires_at)}</Expiration></Credentials>"
+            f"<SessionToken>{keys.token}</SessionToken><Expiration>{iso(keys.expires_at)}</Expiration></Credentials>"
             f"<AssumedRoleUser><Arn>{keys.arn}</Arn><AssumedRoleId>AROA{keys.access_key[4:]}:{session_name}</AssumedRoleId></AssumedRoleUser>"
         )
         with self._lock:
             self._seen.append(SeenCall(f"{action}:issued", "POST", "/", {"RoleSessionName": [session_name]}, None, None))
-        return _xml(200, _sts_document(action, result))
+        return xml(200, sts_document(action, result))
 
     def _ecr_token(self, handler: Handler, body: bytes, *, public: bool = False) -> Reply:
         caller, region = self._signed_caller(handler, body, "ecr-public" if public else "ecr")
@@ -519,7 +463,7 @@ class FakeAWS(LoopbackServer):
             if allowed:
                 (self.ecr_public_calls.append(caller.arn) if public else self.ecr_calls.append((region, caller.arn)))
         if not allowed:
-            raise _Refused(400, "AccessDeniedException", f"User: {caller.arn} is not authorized to perform: ecr:GetAuthorizationToken")
+            raise Refused(400, "AccessDeniedException", f"User: {caller.arn} is not authorized to perform: ecr:GetAuthorizationToken")
         password = "eyJwYXlsb2FkIjoi" + secrets.token_urlsafe(48)
         with self._lock:
             self.ecr_passwords.append(password)
@@ -532,42 +476,6 @@ class FakeAWS(LoopbackServer):
             "authorizationToken": base64.b64encode(f"AWS:{password}".encode()).decode(),
             "expiresAt": expires_at.timestamp(),
             # ECR answers for the registry of the region it was asked in.
-            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.{_ecr_domain(region)}",
+            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.{ecr_domain(region)}",
         }
         return Reply(200, json.dumps({"authorizationData": [data]}).encode(), "application/x-amz-json-1.1")
-
-
-#: The DNS suffix of ECR's registries in each partition, by region prefix (the aws partition's otherwise).
-_PARTITION_DOMAINS = (("cn-", "amazonaws.com.cn"), ("eusc-", "amazonaws.eu"), ("us-isob-", "sc2s.sgov.gov"),
-                      ("us-isof-", "csp.hci.ic.gov"), ("us-iso-", "c2s.ic.gov"), ("eu-isoe-", "cloud.adc-e.uk"))
-
-
-def _ecr_domain(region: str) -> str:
-    return next((domain for prefix, domain in _PARTITION_DOMAINS if region.startswith(prefix)), "amazonaws.com")
-
-
-def _token_url(token: str) -> str | None:
-    if not token.startswith(_TOKEN_PREFIX):
-        return None
-    encoded = token[len(_TOKEN_PREFIX) :]
-    if "=" in encoded:  # the token is unpadded; aws-iam-authenticator decodes with RawURLEncoding
-        return None
-    try:
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
-    except ValueError:
-        return None
-
-
-def _request_id() -> str:
-    return secrets.token_hex(16)
-
-
-def _sts_document(action: str, result: str) -> str:
-    return (
-        f'<{action}Response xmlns="{_STS_NS}"><{action}Result>{result}</{action}Result>'
-        f"<ResponseMetadata><RequestId>{_request_id()}</RequestId></ResponseMetadata></{action}Response>"
-    )
-
-
-def _xml(status: int, document: str) -> Reply:
-    return Reply(status, document.encode(), "text/xml")

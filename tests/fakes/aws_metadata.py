@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from .aws import ACCOUNT, AwsKeys, FakeAWS, _iso
+from .aws import ACCOUNT, AwsKeys, FakeAWS
+from .aws_wire import iso as _iso
 from .http import Handler, LoopbackServer, Reply
 
 __all__ = ["FakeAWSMetadata", "Sent"]
