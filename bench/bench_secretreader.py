@@ -1,6 +1,6 @@
 """The secretreader provider (plugins-contrib/secretreader) against the hub fake (issue 8).
 
-    .venv/bin/python bench/bench_secretreader.py [--rounds 20] [--clusters 1000]
+    .venv/bin/python bench/bench_secretreader.py [--rounds 20] [--clusters 1000] [--baseline SRC [--only-baseline]]
 
 (a) Cold, one cluster: ``CredentialEngine.get_credential(profile)`` for a cluster the engine has
     never seen (a new plan: resolve, single-flight, one Secret GET over the shared hub client,
@@ -8,6 +8,11 @@
     same Secret (KUBERNETES_EXEC_INFO set as client-go sets it), alternating which goes first.
     Target: in-process at least 20x faster. Also the console script's start-up: a full run
     against ``.venv/bin/python -c pass``, and ``-X importtime``'s total for its module.
+(c) With ``--baseline SRC`` (the ``src`` folder of another ``cpcreds_secretreader``, e.g. the tree
+    before a change: ``git archive <commit> plugins-contrib/secretreader/src | tar -x -C /tmp/x``),
+    the console script of this tree against the same script with SRC first on PYTHONPATH,
+    alternating which goes first, each against ``python -c pass`` in the same run; then both
+    ``-X importtime`` profiles. Issue 29 chose the hub transport with it.
 (b) 1,000 clusters' first credentials in-process, one after the other, against 1,000 bare
     ``CoreV1Api.read_namespaced_secret`` calls for the same Secrets with the official client in
     the same process, alternating per cluster which side goes first. Targets: one hub
@@ -23,9 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import imports_line, pair, summary, timed, tmpdir
@@ -74,8 +81,9 @@ def engine_for(kubeconfig: Path, clusters: int) -> CredentialEngine:
     )
 
 
-def run_script(kubeconfig: Path, name: str, *python_flags: str) -> str:
-    """Run the console script for ``name`` as client-go would; its standard error."""
+def run_script(kubeconfig: Path, name: str, *python_flags: str, pythonpath: str | None = None) -> str:
+    """Run the console script for ``name`` as client-go would (``pythonpath`` first on
+    PYTHONPATH: another cpcreds_secretreader); its standard error."""
     info = {
         "apiVersion": "client.authentication.k8s.io/v1",
         "kind": "ExecCredential",
@@ -84,7 +92,10 @@ def run_script(kubeconfig: Path, name: str, *python_flags: str) -> str:
     command = [str(SCRIPT), "--kubeconfig", str(kubeconfig)]
     if python_flags:
         command = [sys.executable, *python_flags, *command]
-    result = subprocess.run(command, env={**os.environ, "KUBERNETES_EXEC_INFO": json.dumps(info)}, capture_output=True, text=True, check=False)
+    env = {**os.environ, "KUBERNETES_EXEC_INFO": json.dumps(info)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, os.environ.get("PYTHONPATH")) if p)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0 or f"token-{name}" not in result.stdout:
         sys.exit(f"cpcreds-secretreader failed: {result.stderr.strip()[-500:]}")
     return result.stderr
@@ -119,6 +130,49 @@ def startup(kubeconfig: Path, rounds: int) -> None:
     print(f"    console script, whole run (import, hub client, GET, answer): {summary(full)}")
     print(f"    bare .venv/bin/python -c pass:                               {summary(bare)}")
     print(imports_line(lambda: run_script(kubeconfig, "cold-0", "-X", "importtime"), rounds, depth=1))
+
+
+def cpu(call: Callable[[], object]) -> float:
+    """CPU seconds (user + system) of the child processes ``call()`` ran: less moved by other
+    work on a busy machine than wall-clock time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    call()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def against_baseline(kubeconfig: Path, baseline: Path, rounds: int) -> None:
+    python = Path(sys.executable)
+    ours, theirs, bare, ratios = [], [], [], []
+    cpu_ours, cpu_theirs, cpu_bare = [], [], []
+    run_script(kubeconfig, "cold-0")  # byte code written and OS caches warm, for both sides
+    run_script(kubeconfig, "cold-0", pythonpath=str(baseline))
+    for number in range(rounds):
+        took_ours, took_theirs = pair(
+            number, lambda: run_script(kubeconfig, "cold-0"), lambda: run_script(kubeconfig, "cold-0", pythonpath=str(baseline))
+        )
+        ours.append(took_ours)
+        theirs.append(took_theirs)
+        ratios.append(took_ours / took_theirs)
+        bare.append(timed(lambda: subprocess.run([str(python), "-c", "pass"], check=True)))
+        cpu_ours.append(cpu(lambda: run_script(kubeconfig, "cold-0")))
+        cpu_theirs.append(cpu(lambda: run_script(kubeconfig, "cold-0", pythonpath=str(baseline))))
+        cpu_bare.append(cpu(lambda: subprocess.run([str(python), "-c", "pass"], check=True)))
+    print(f"(c) console script, this tree:          {summary(ours)}")
+    print(f"    console script, --baseline {baseline}: {summary(theirs)}")
+    print(f"    bare .venv/bin/python -c pass:        {summary(bare)}")
+    print(
+        f"    this tree / baseline {statistics.median(ours) / statistics.median(theirs):.2f} (ratio of medians; "
+        f"per-round median {statistics.median(ratios):.2f}); against bare: this tree "
+        f"{statistics.median(ours) / statistics.median(bare):.1f}x, baseline {statistics.median(theirs) / statistics.median(bare):.1f}x"
+    )
+    median = statistics.median
+    print(
+        f"    CPU time of a run (user + system, medians): this tree {median(cpu_ours) * 1e3:.0f} ms, baseline "
+        f"{median(cpu_theirs) * 1e3:.0f} ms, bare {median(cpu_bare) * 1e3:.0f} ms; this tree / baseline {median(cpu_ours) / median(cpu_theirs):.2f}"
+    )
+    print("    this tree:" + imports_line(lambda: run_script(kubeconfig, "cold-0", "-X", "importtime"), rounds, depth=1).lstrip(" "))
+    print("    baseline: " + imports_line(lambda: run_script(kubeconfig, "cold-0", "-X", "importtime", pythonpath=str(baseline)), rounds, depth=1).lstrip(" "))
 
 
 def many(hub: HubServer, kubeconfig: Path, clusters: int) -> None:
@@ -159,13 +213,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20, help="rounds of (a)")
     parser.add_argument("--clusters", type=int, default=1000, help="clusters of (b)")
+    parser.add_argument("--baseline", type=Path, help="(c): another cpcreds_secretreader's src folder to run the console script from")
+    parser.add_argument("--only-baseline", action="store_true", help="run (c) only")
     options = parser.parse_args()
     folder = tmpdir()
     with HubServer(tokens=[HUB_TOKEN], history=10) as hub:
         kubeconfig = hub.write_kubeconfig(folder / "hub.kubeconfig", HUB_TOKEN, namespace=NAMESPACE)
-        cold(hub, kubeconfig, options.rounds)
-        startup(kubeconfig, options.rounds)
-        many(hub, kubeconfig, options.clusters)
+        if not options.only_baseline:
+            cold(hub, kubeconfig, options.rounds)
+            startup(kubeconfig, options.rounds)
+        else:
+            hub.create(secret(NAMESPACE, "cold-0", {"token": "token-cold-0"}))
+        if options.baseline is not None:
+            against_baseline(kubeconfig, options.baseline.resolve(), options.rounds)
+        if not options.only_baseline:
+            many(hub, kubeconfig, options.clusters)
 
 
 if __name__ == "__main__":
