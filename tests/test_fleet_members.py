@@ -52,3 +52,18 @@ def test_duplicates_and_standing_agree_with_a_recount_after_every_change(steps: 
             assert all(index.stands(k) == (k == winner) for k in keys)
             not_acted_on += len(keys) - (winner is not None)
         assert index.count() == not_acted_on
+
+
+def test_creation_times_are_compared_as_instants_whatever_their_spelling() -> None:
+    # A file may write a fraction or an offset; as text these sort wrongly or never tie.
+    cases = [
+        ("2026-01-02T03:04:05.5Z", "2026-01-02T03:04:05Z", "ns0/p1"),  # half a second later
+        ("2026-01-02T05:00:00+02:00", "2026-01-02T04:00:00Z", "ns0/p0"),  # 03:00 UTC: older
+        ("2026-01-02T03:04:05Z", "2026-01-02T03:04:05+00:00", None),  # one instant: a tie, none stands
+        ("not a time", "2026-01-02T03:04:05Z", "ns0/p1"),  # as a profile without one
+    ]
+    for first, second, winner in cases:
+        index = MemberIndex()
+        index.update("ns0/p0", _profile("ns0/p0", "a", first))
+        index.update("ns0/p1", _profile("ns0/p1", "a", second))
+        assert [key for key in ("ns0/p0", "ns0/p1") if index.stands(key)] == ([winner] if winner else []), (first, second)

@@ -4,8 +4,9 @@ non-empty ``multicluster.x-k8s.io/inventory-member-id`` label describe one clust
 A consumer deduplicates among the profiles it selects, as the KEP prescribes: it acts on the
 oldest profile of a member (``metadata.creationTimestamp``) and on none of them when the oldest
 tie (no profile is "the" cluster then, and guessing could hand one cluster's workload to
-another's credential). A profile without a creationTimestamp (a file) counts as newer than any
-with one; a member whose profiles all lack one is a tie.
+another's credential). Times are compared as instants. A profile without a creationTimestamp (a
+file), or with one that is not an RFC 3339 time, counts as newer than any with one; a member
+whose profiles all lack one is a tie.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..credential import parse_rfc3339
 from .inventory import Change
 from .packed import PackedProfile
 
@@ -37,10 +39,16 @@ def member_of(profile: Mapping[str, Any]) -> Member | None:
     return (namespace if isinstance(namespace, str) else "", member)
 
 
-def _created(profile: Mapping[str, Any]) -> str | None:
+def _created(profile: Mapping[str, Any]) -> float | None:
     created = (profile.get("metadata") or {}).get("creationTimestamp")
-    # RFC 3339 in UTC ("2026-01-02T03:04:05Z"), as the API server writes it, sorts as text.
-    return created if isinstance(created, str) and created else None
+    if not isinstance(created, str) or not created:
+        return None
+    # Compared as instants, not as text: a file may write a fraction or an offset
+    # ("...05.5Z", "...+02:00"), which sort wrongly as text; an API server writes whole seconds in UTC.
+    try:
+        return parse_rfc3339(created).timestamp()
+    except ValueError:  # not a time: as a profile without one
+        return None
 
 
 class MemberIndex:
@@ -49,7 +57,7 @@ class MemberIndex:
 
     def __init__(self) -> None:
         self._member: dict[str, Member] = {}  # key -> its member
-        self._keys: dict[Member, dict[str, str | None]] = {}  # member -> {key: creationTimestamp}
+        self._keys: dict[Member, dict[str, float | None]] = {}  # member -> {key: creationTimestamp}
         self._winner: dict[Member, str | None] = {}
         # Members with more than one profile, kept as keys come and go, so that reading the
         # duplicates after each change costs what there is to report, never a scan of the fleet.
