@@ -38,18 +38,18 @@ _GLOBAL_SIGNING_REGION = "us-east-1"
 
 @dataclass(frozen=True)
 class EndpointSettings:
-    """The settings botocore's STS client hands the endpoint rule set."""
+    """The settings botocore's STS client hands the endpoint rule set: ``fips`` and ``dualstack``
+    as configured (a string or a bool: botocore's ``ensure_boolean`` reads them when the rule set
+    is evaluated, so that a run with a configured endpoint loads none of botocore)."""
 
-    fips: bool = False
-    dualstack: bool = False
+    fips: object = False
+    dualstack: object = False
     legacy_global: bool = False
 
     @classmethod
     def read(cls, get: Any = None) -> EndpointSettings:
         """From ``get(name)`` (a botocore session's ``get_config_variable``, which reads the
         environment and the profile), else from the environment alone."""
-        from botocore.utils import ensure_boolean  # what botocore's config store applies to these settings
-
         if get is None:
             environ = os.environ
             values = {
@@ -61,7 +61,7 @@ class EndpointSettings:
         legacy = str(get("sts_regional_endpoints") or "regional").strip().lower()
         if legacy not in ("legacy", "regional"):
             raise Unusable("sts_regional_endpoints (AWS_STS_REGIONAL_ENDPOINTS) must be legacy or regional")
-        return cls(ensure_boolean(get("use_fips_endpoint")), ensure_boolean(get("use_dualstack_endpoint")), legacy == "legacy")
+        return cls(get("use_fips_endpoint") or False, get("use_dualstack_endpoint") or False, legacy == "legacy")
 
 
 class StsEndpoint(NamedTuple):
@@ -117,12 +117,13 @@ def sts_endpoint(region: str | None, settings: EndpointSettings | None = None) -
         return StsEndpoint(configured, region or _GLOBAL_SIGNING_REGION)
     settings = settings or EndpointSettings.read()
     from botocore.exceptions import EndpointResolutionError
+    from botocore.utils import ensure_boolean  # what botocore's config store applies to these settings
 
     try:
         endpoint = _provider().resolve_endpoint(
             Region=region or _NO_REGION,
-            UseFIPS=settings.fips,
-            UseDualStack=settings.dualstack,
+            UseFIPS=ensure_boolean(settings.fips),
+            UseDualStack=ensure_boolean(settings.dualstack),
             UseGlobalEndpoint=settings.legacy_global,
         )
     except EndpointResolutionError:
