@@ -16,31 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import signal
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
-from ..config.documents import DocumentError, read_bounded
-from ..config import MAX_CONFIG_BYTES, ProviderConfig, load_config
+from ..config import ProviderConfig
 from ..engine import CredentialEngine
-from ..errors import ConfigError, CredentialError
+from ..errors import ConfigError
 from ..fleet.core import Fleet
 from ..fleet.inventory import DirectorySource, FolderSource
-from ..logs import get_logger, redact_text
+from ..logs import get_logger
 from ..providers.registry import ProviderRegistry
 from .hooks import ServeHooks
 from .collection import FirstSyncCollection
 from .folders import DEFAULT_PROFILES_DIR, ServeFolders
 from .kubeconfigs import MERGED_NAME, KubeconfigWriter
 from .metrics import ServeCollector, ShardCollector
-from .probe import Prober
+from .reloading import RunningConfig
 from .settings import ServeSettings, parse_listen
 from .sharding import hub_options, make_shard
 from .shardstatus import ShardStatus
@@ -50,9 +46,6 @@ __all__ = ["Service", "DEFAULT_PROFILES_DIR"]
 
 # Through logging (stderr, redacted), never structlog's default printer (stdout, unredacted).
 _log = get_logger("cpcreds.serve")
-
-#: The engine's cache bound under serve (a runaway inventory stops growing memory here).
-_MAX_ENTRIES = 1_000_000
 
 
 class Service:
@@ -68,7 +61,6 @@ class Service:
         prometheus_registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
-        self.config = config
         self.registry = registry
         self.out = out or sys.stderr
         #: What /metrics shows: prometheus_client's REGISTRY unless a registry is given. The
@@ -79,12 +71,14 @@ class Service:
         self.board = StatusBoard(source=settings.source)
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
-        self.engine: CredentialEngine | None = None
         #: The fleet that keeps every profile's credential (made when run() starts).
         self.fleet: Fleet | None = None
         #: The profiles folder and the kubeconfig folder (:attr:`writer`), checked when run() starts.
         self.folders = ServeFolders(settings, config.source, self.board, self.out)
         self._hooks = ServeHooks(self)
+        self._running = RunningConfig(
+            settings, config, registry=registry, metrics=self.metrics, hooks=self._hooks, board=self.board, out=self.out
+        )
         self._collection = FirstSyncCollection()
         self.http = None
         self.exit_code = 0
@@ -95,22 +89,17 @@ class Service:
         """The kubeconfig writer (with ``--kubeconfig-dir``; made when run() starts)."""
         return self.folders.writer
 
-    # -- wiring ------------------------------------------------------------------------------
+    @property
+    def config(self) -> ProviderConfig:
+        """The provider config running now (a reload replaces it)."""
+        return self._running.config
 
-    def _new_engine(self, config: ProviderConfig) -> CredentialEngine:
-        settings = self.settings
-        engine = CredentialEngine(
-            config,
-            registry=self.registry,
-            prometheus_registry=self.metrics,  # metrics are per registry: engines of reloads share them
-            # Every profile stays cached: the fleet, not LRU eviction, decides what is dropped.
-            max_entries=_MAX_ENTRIES,
-            max_concurrent_fetches=settings.concurrency,
-            max_fetches_per_provider=settings.concurrency,
-        )
-        self._hooks.prober = Prober(engine, path=settings.probe_path, timeout=settings.probe_timeout) if settings.probe_path else None
-        self.engine, self.config = engine, config
-        return engine
+    @property
+    def engine(self) -> CredentialEngine | None:
+        """The engine of the running config (made when run() starts; a reload replaces it)."""
+        return self._running.engine
+
+    # -- wiring ------------------------------------------------------------------------------
 
     def _new_fleet(self, engine: CredentialEngine) -> Fleet:
         settings = self.settings
@@ -142,7 +131,7 @@ class Service:
         self._collection.begin()  # rare young collections while the first sync builds (collection.py)
         self.folders.check()
         self.folders.describe()
-        engine = self._new_engine(self.config)
+        engine = self._running.new_engine(self.config)
         host, port = parse_listen(settings.listen)
         from .http import ConnectionLimits, StatusServer
 
@@ -229,8 +218,7 @@ class Service:
 
     async def _housekeeping(self) -> None:
         """Once a second: the merged kubeconfig, the config file's change, first-sync progress."""
-        config_path = Path(self.config.source)
-        seen = _signature(config_path)
+        self._running.note_file()
         terminal = hasattr(self.out, "isatty") and self.out.isatty()
         shown_ready = False
         fleet = self.fleet
@@ -239,11 +227,8 @@ class Service:
             await asyncio.sleep(1.0 if fleet.synced else 0.25)
             if self.writer is not None and (fleet.synced or self._hooks.listed):
                 self.writer.flush()
-            if self.settings.watch_config:
-                now = _signature(config_path)
-                if now != seen:
-                    seen = now
-                    await self.reload("the config file changed")
+            if self.settings.watch_config and self._running.file_changed():
+                await self.reload("the config file changed")
             if not fleet.synced and terminal:
                 done, total = fleet.progress
                 self.out.write(f"\rcpcreds serve: first sync {done}/{total} profiles")
@@ -261,34 +246,7 @@ class Service:
         """Re-read the provider config; on success, the fleet resolves and fetches every profile
         again through a new engine. A config that does not load leaves the running one in place
         (and says why)."""
-        problem = None
-        try:
-            config = load_config(self.config.source)
-            if self.registry is None:
-                ProviderRegistry().create_all(config)
-        except CredentialError as exc:
-            problem = str(exc)
-        if problem is not None:
-            _log.error("config reload failed; keeping the running config", why=why, error=problem)
-            self.out.write(f"cpcreds serve: config reload failed, keeping the running config: {problem}\n")
-            self.out.flush()
-            # Shown on the page and in /v1/clusters until a config loads: the banner scrolls away.
-            self.board.config_error = redact_text(f"reload failed ({why}), running the previous config: {problem}")
-            self.board.last_reload = (time.time(), why, self.board.config_error)
-            return False
-        self.board.config_error = None
-        self.board.last_reload = (time.time(), why, None)
-        old_engine = self.engine
-        engine = self._new_engine(config)
-        if self.fleet is not None:
-            await self.fleet.use_engine(engine)
-            if self.fleet.ownership is not None:
-                for key in self.fleet.ownership.unowned():  # their plans may differ under the new config
-                    self._hooks.write_unowned(key)
-        if old_engine is not None:
-            await old_engine.aclose()
-        _log.info("config reloaded", why=why, providers=len(config.providers))
-        return True
+        return await self._running.reload(why, self.fleet)
 
     async def _shutdown(self, running: asyncio.Task[None], tasks: list[asyncio.Task[Any]]) -> None:
         for task in tasks:
@@ -308,14 +266,3 @@ class Service:
         if self.http is not None:
             self.http.stop()
         _log.info("stopped")
-
-
-def _signature(path: Path) -> bytes | None:
-    """A digest of the config file's content: an edit within the file system's timestamp
-    granularity that keeps the size (``3600`` -> ``1800``) still counts as a change. None when
-    it cannot be read; read through :func:`read_bounded`, so a FIFO put at the path cannot block
-    the event loop (the change is seen, and the reload then says what is wrong)."""
-    try:
-        return hashlib.sha256(read_bounded(path, MAX_CONFIG_BYTES)).digest()
-    except (OSError, DocumentError):
-        return None
