@@ -159,13 +159,16 @@ def run_provider(
     options: Mapping[str, Any] | None = None,
     argv: Sequence[str] | None = None,
     timeout: float = 60.0,
+    default_api_version: str = API_VERSION_V1,
 ) -> NoReturn:
     """Run an in-process provider once as a KEP-541 exec plugin, and exit.
 
     ``factory`` is what the provider registers (called with the options); ``name`` is its type
     name, which is also ``plan.provider``. The options are ``options`` overlaid with the flags of
     ``argv`` (default ``sys.argv[1:]``, see :func:`parse_option_flags`). The answer is written in
-    the apiVersion of ``KUBERNETES_EXEC_INFO`` (v1 or v1beta1; v1 when run by hand). Bad flags,
+    the apiVersion of ``KUBERNETES_EXEC_INFO`` (v1 or v1beta1); without the variable (run by hand,
+    or by a client that is not client-go) in ``default_api_version`` (v1 unless the provider
+    mimics a tool that answers v1beta1, as ``aws eks get-token`` does). Bad flags,
     bad options, a bad request and a provider failure are one line on stderr (prefixed by the
     program's name) and exit 1; Ctrl-C exits 130. ``-h``/``--help`` describes the provider and
     exits 0.
@@ -181,7 +184,7 @@ def run_provider(
     provider = None
     try:
         given = {**dict(options or {}), **option_flags(arguments, factory)}
-        request = read_request()
+        request = read_request(default_api_version=default_api_version)
         provider = build_provider(factory, given)
         plan = plan_for_request(request, provider=name, options=given, timeout=timeout)
         from ..providers.deadline import fetch_deadline
@@ -206,12 +209,13 @@ def provider_main(
     *,
     options: Mapping[str, Any] | None = None,
     timeout: float = 60.0,
+    default_api_version: str = API_VERSION_V1,
 ) -> Callable[[], NoReturn]:
     """A zero-argument ``main`` for a ``[project.scripts]`` entry that runs ``factory``'s provider
     as an exec plugin (see :func:`run_provider`); ``options`` are defaults the flags override."""
 
     def main() -> NoReturn:
-        run_provider(factory, name=name, options=options, timeout=timeout)
+        run_provider(factory, name=name, options=options, timeout=timeout, default_api_version=default_api_version)
 
     main.__doc__ = f"Run the {name} provider as a KEP-541 exec plugin."
     return main

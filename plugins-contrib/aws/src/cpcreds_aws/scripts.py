@@ -14,7 +14,6 @@ start is most of its answer.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -25,9 +24,8 @@ __all__ = ["main", "kubelet_main", "exec_arguments"]
 
 #: The command ``cpcreds-aws`` runs, aws-cli's spelling of it, and argocd-k8s-auth's.
 _COMMANDS = (["eks-token"], ["eks", "get-token"], ["aws"])
-#: KEP-541's variable, and the request ``aws eks get-token`` answers when it is not set.
-_EXEC_INFO = "KUBERNETES_EXEC_INFO"
-_BY_HAND = '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}'
+#: The apiVersion ``aws eks get-token`` answers when ``KUBERNETES_EXEC_INFO`` is not set.
+_BY_HAND_VERSION = "client.authentication.k8s.io/v1beta1"
 #: aws-cli's output flag: the answer is always JSON.
 _OUTPUT_JSON = (["--output", "json"], ["--output=json"])
 
@@ -53,11 +51,7 @@ def main() -> NoReturn:
     ``client.authentication.k8s.io/v1beta1``, as ``aws eks get-token`` and aws-iam-authenticator do."""
     from cpcreds.sdk import run_provider
 
-    if not os.environ.get(_EXEC_INFO, "").strip():
-        # run_provider answers a request without the variable in v1; it reads the version asked from it.
-        os.environ[_EXEC_INFO] = _BY_HAND
-
-    run_provider(AwsProvider, name="aws", argv=exec_arguments(sys.argv[1:]))
+    run_provider(AwsProvider, name="aws", argv=exec_arguments(sys.argv[1:]), default_api_version=_BY_HAND_VERSION)
 
 
 def kubelet_main() -> NoReturn:
