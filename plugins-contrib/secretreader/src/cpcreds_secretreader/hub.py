@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from cpcreds.sdk import BodyProblem, Cutoff, deadline, read_answer
+from cpcreds.sdk import BodyProblem, Cutoff, deadline, read_answer, shown_url
 
 from .exchange import HubError, failure_message, transport_errors
 from .hubsource import SERVICE_ACCOUNT_DIR, HubSource, default_namespace, resolve_hub_source
@@ -61,7 +61,7 @@ class HubClient:
         self.source = source
         self.context_namespace = context_namespace
         self.expires_at = expires_at
-        self.url = _without_userinfo(str(api.configuration.host))
+        self.url = shown_url(str(api.configuration.host))  # a server URL may carry user:password@
         self._errors = transport_errors()
 
     def _get(self, namespace: str, name: str, timeout: float) -> Any:
@@ -127,17 +127,6 @@ class HubClient:
 
     def close(self) -> None:
         self.api.close()
-
-
-def _without_userinfo(url: str) -> str:
-    """``url`` as messages show it: without a ``user:password@`` before the host (a kubeconfig's
-    server may carry one; parsed by hand, as a malformed URL must be shown too)."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority = rest[:end]
-    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}" if "@" in authority else url
 
 
 def _secret_object(body: bytes, where: str, url: str) -> dict[str, Any]:
