@@ -253,3 +253,21 @@ def test_a_hub_kubeconfig_that_is_a_fifo_is_refused_at_once_naming_its_path(tmp_
     result = run(SECRETREADER, f"--kubeconfig={regular}{os.pathsep}{fifo}", KUBERNETES_EXEC_INFO=exec_info({"clusterName": "spoke-1"}))
     assert (result.returncode, result.stdout) == (1, "")
     assert f"{fifo}: is not a regular file" in result.stderr
+
+
+
+@pytest.mark.parametrize("fault", ["too-large", "redirect"])
+def test_the_console_script_keeps_the_hub_bounds(hub: HubServer, kubeconfig: Path, fault: str) -> None:
+    # The one-shot run reads the hub with the same client as the in-process type, bounds included
+    # (a trickled answer: test_secretreader_kubelet.py, whose script takes CPCREDS_DEFAULT_TIMEOUT).
+    path = f"/api/v1/namespaces/{FLEET}/secrets/spoke-1"
+    hub.create(secret(FLEET, "elsewhere", {"token": "t-elsewhere"}))
+    if fault == "too-large":
+        hub.inject_answer(path, 200, b'{"data": {"token": "' + b"A" * (4 * 1024 * 1024) + b'"}}', chunked=True)
+        words = f"the hub's answer for Secret {FLEET}/spoke-1 is larger than 3072 KiB"
+    else:
+        hub.inject_answer(path, 307, b"", headers={"Location": f"/api/v1/namespaces/{FLEET}/secrets/elsewhere"})
+        words = f"the hub {hub.url} answered HTTP 307 reading Secret {FLEET}/spoke-1"
+    result = run(SECRETREADER, "--kubeconfig", str(kubeconfig), KUBERNETES_EXEC_INFO=exec_info({"clusterName": "spoke-1"}))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"cpcreds-secretreader: provider secretreader: {words}\n"
