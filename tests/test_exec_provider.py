@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cpcreds import (
     API_VERSION_V1,
@@ -465,3 +467,40 @@ def test_bare_command_is_found_on_our_path_not_the_plugins(tmp_path: Path) -> No
     plan = replace(plan, exec=replace(spec, command="cpcreds-test-plugin", args=()))
     with pytest.raises(PluginNotFound, match="not found on PATH"):
         ExecProvider().get_credential(plan)
+
+
+# -- an answer read while the plugin ends ------------------------------------------------------
+
+ANSWER = '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"early-token"}}'
+
+
+def shell_plan(script: str, **fields: Any) -> AccessPlan:
+    entry = {"name": "g", "execConfig": {"apiVersion": API_VERSION_V1, "command": "/bin/sh", "args": ["-c", script]}, **fields}
+    return resolve(config_of(entry), cluster_profile("c", access_provider("g")))
+
+
+def test_an_answer_written_before_a_slow_end_is_the_credential() -> None:
+    assert ExecProvider().get_credential(shell_plan(f"printf '%s' '{ANSWER}'; sleep 0.2")).token == "early-token"
+
+
+def test_an_answer_followed_by_a_failing_exit_is_that_failure() -> None:
+    with pytest.raises(PluginExecutionError) as info:
+        ExecProvider().get_credential(shell_plan(f"printf '%s' '{ANSWER}'; sleep 0.2; exit 3"))
+    assert info.value.exit_code == 3
+
+
+def test_an_answer_followed_by_more_output_is_read_whole() -> None:
+    with pytest.raises(PluginOutputError, match="neither JSON nor YAML"):
+        ExecProvider().get_credential(shell_plan(f"printf '%s' '{ANSWER}'; sleep 0.2; printf 'more'"))
+
+
+def test_an_answer_followed_by_a_hang_is_a_timeout() -> None:
+    with pytest.raises(PluginTimeout):
+        ExecProvider().get_credential(shell_plan(f"printf '%s' '{ANSWER}'; exec sleep 30", timeout="1s"))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=1, max_value=len(ANSWER) - 1))
+def test_an_answer_written_in_two_parts_is_read_whole(split: int) -> None:
+    first, rest = ANSWER[:split], ANSWER[split:]
+    assert ExecProvider().get_credential(shell_plan(f"printf '%s' '{first}'; sleep 0.05; printf '%s' '{rest}'")).token == "early-token"

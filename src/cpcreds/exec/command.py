@@ -105,13 +105,14 @@ def run_command(
     stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
     meanwhile: Callable[[], object] | None = None,
+    early_stdout: Callable[[bytes], object] | None = None,
 ) -> RunResult:
     """Run ``executable`` once under :func:`cpcreds.exec.process.run` (a session of its own, killed
     with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
     as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
     (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
     The exec provider and the kubelet-plugin runner both run their programs through this;
-    ``meanwhile`` is :func:`~cpcreds.exec.process.run`'s (called once the program has started)."""
+    ``meanwhile`` and ``early_stdout`` are :func:`~cpcreds.exec.process.run`'s."""
     provider, command = job.provider, job.command
     try:
         result = process.run(
@@ -127,6 +128,7 @@ def run_command(
             use_pidfd=use_pidfd,
             groups=groups,
             meanwhile=meanwhile,
+            early_stdout=early_stdout,
         )
     except FileNotFoundError:
         raise not_found(job) from None

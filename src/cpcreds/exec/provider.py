@@ -141,7 +141,19 @@ class ExecProvider:
         for name, value in spec.env:
             env[os.fsencode(name)] = os.fsencode(value)
         env[_EXEC_INFO_ENV_BYTES] = exec_info(spec, plan, interactive=interactive).encode()
-        result = self.run(plan, env, interactive=interactive, deadline=deadline)
+        early: list[Any] = []
+
+        def read_early(stdout: bytes) -> None:
+            # The answer is read while the plugin goes on to its exit (this process would only
+            # wait then); it counts only if the plugin exits 0 having written nothing more.
+            try:
+                early[:] = (stdout, self.decode(plan, RunResult(0, stdout, b"", 0.0)))
+            except Exception:  # worded from the whole run after the exit, as ever
+                early.clear()
+
+        result = self.run(plan, env, interactive=interactive, deadline=deadline, early_stdout=read_early)
+        if early and early[0] == result.stdout:
+            return early[1]  # type: ignore[no-any-return]
         return self.decode(plan, result)
 
     @staticmethod
@@ -167,8 +179,17 @@ class ExecProvider:
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, plan: AccessPlan, env: dict[bytes, bytes], *, interactive: bool, deadline: float | None = None) -> RunResult:
-        """Run the plugin once; raise a :class:`PluginError` unless it exited 0."""
+    def run(
+        self,
+        plan: AccessPlan,
+        env: dict[bytes, bytes],
+        *,
+        interactive: bool,
+        deadline: float | None = None,
+        early_stdout: Callable[[bytes], object] | None = None,
+    ) -> RunResult:
+        """Run the plugin once; raise a :class:`PluginError` unless it exited 0. ``early_stdout``:
+        see :func:`cpcreds.exec.process.run`."""
         spec = plan.exec
         assert spec is not None
         if deadline is None:
@@ -180,7 +201,7 @@ class ExecProvider:
         argv = [spec.command, *spec.args]
         gate = self.gate
         if gate.allows_all:
-            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive)
+            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive, (), early_stdout)
         try:
             admission = gate.admit(plan.provider, spec.command, executable, argv, env)
         except PluginNotAllowed as refusal:
@@ -190,7 +211,7 @@ class ExecProvider:
         decision = "allowed_pinned" if admission.sha256 else "allowed"
         try:
             return self._run_counted(
-                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds
+                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds, early_stdout
             )
         finally:
             admission.release()
@@ -206,6 +227,7 @@ class ExecProvider:
         deadline: float,
         interactive: bool,
         pass_fds: tuple[int, ...] = (),
+        early_stdout: Callable[[bytes], object] | None = None,
     ) -> RunResult:
         """Run the admitted plugin, counting the policy ``decision`` while it runs (this process
         would only wait then), or after a start that failed: every admitted run counts once."""
@@ -217,7 +239,9 @@ class ExecProvider:
             self._observe(provider, decision)
 
         try:
-            return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count)
+            return self.run_command(
+                job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count, early_stdout=early_stdout
+            )
         finally:
             if not counted:
                 self._observe(provider, decision)
@@ -250,6 +274,7 @@ class ExecProvider:
         stdin: bytes | None = None,
         pass_fds: tuple[int, ...] = (),
         meanwhile: Callable[[], object] | None = None,
+        early_stdout: Callable[[bytes], object] | None = None,
     ) -> RunResult:
         """:func:`run_command` with this provider's bounds, its process groups (killed by
         :meth:`close`) and its way of noticing an exit; refused once closed."""
@@ -268,6 +293,7 @@ class ExecProvider:
             stdin=stdin,
             pass_fds=pass_fds,
             meanwhile=meanwhile,
+            early_stdout=early_stdout,
         )
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
