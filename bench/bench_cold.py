@@ -7,14 +7,16 @@ Each round asks the engine for a ClusterProfile it has never seen (its own serve
 plugin is configured with provideClusterInfo, so every profile is a new plan), exactly as a
 controller meeting a new cluster calls it; the bare side runs the same /bin/sh plugin with
 subprocess.run. Rounds alternate which side goes first. ``--load N`` keeps N busy-looping
-processes running meanwhile (the "under load" figure). Target: ratio <= 1.10 (issue 6), <= 1.05
-(issue 19).
+processes running meanwhile (the "under load" figure). Target: ratio <= 1.10 (issues 6 and 29;
+issue 19 had asked 1.05). The last line gives the machine's load average: other work on it moves
+both sides, so compare runs made at a low load.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import subprocess
 
@@ -70,7 +72,7 @@ def main() -> None:
     print(f"bare subprocess.run:                  {summary(bare)}")
     print(
         f"ratio of medians: {statistics.median(ours) / statistics.median(bare):.3f}; "
-        f"median of per-round ratios: {statistics.median(ratios):.3f} (target <= 1.05; load={options.load})"
+        f"median of per-round ratios: {statistics.median(ratios):.3f} (target <= 1.10, issue 29; busy processes {options.load}, load average {os.getloadavg()[0]:.2f})"
     )
 
 
