@@ -640,3 +640,40 @@ def test_resolve_shows_the_executable_found_on_our_path_not_the_plugins(tmp_path
     import shutil
 
     assert shown["exec"]["command"] == "sh" and shown["exec"]["executable"] == shutil.which("sh")
+
+
+# -- settings read when needed ------------------------------------------------------------------
+
+
+def no_settings_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment with no CPCREDS_* variable at all: the settings are their declared defaults
+    (third-party plugins installed here load; the exec provider answers either way)."""
+    env = {k: v for k, v in cli_env(**extra).items() if not k.upper().startswith("CPCREDS_")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    return env
+
+
+@pytest.mark.parametrize("cache", ["--no-cache", "cache on"])
+def test_without_settings_variables_get_credential_logs_at_the_declared_level_and_caches_by_default(tmp_path: Path, cache: str) -> None:
+    config = write_config(tmp_path / "providers.yaml", exec_entry("fake", "--token", "t-default", "--expires-in", "3600"))
+    deprecated = access_provider("fake")  # the deprecated field makes cpcreds log a warning
+    profile = write_yaml(tmp_path / "profile.yaml", cluster_profile("spoke-1", credential_providers=[deprecated]))
+    flags = ["--no-cache"] if cache == "--no-cache" else []
+    env = no_settings_env(tmp_path, KUBERNETES_EXEC_INFO=exec_info(V1))
+    result = run_cli("get-credential", *flags, "--config", config, "--profile", profile, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"]["token"] == "t-default"
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("cpcreds: warning: ") and "deprecated" in line]
+    assert len(warnings) == 1, result.stderr  # the default level, warning, let it through
+    cached = list((tmp_path / "xdg-cache" / "cpcreds").glob("*")) if (tmp_path / "xdg-cache" / "cpcreds").exists() else []
+    assert bool(cached) == (cache == "cache on")  # the cache is on unless --no-cache says otherwise
+
+
+def test_without_settings_variables_a_debug_event_is_dropped_at_the_declared_level(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "providers.yaml", exec_entry("fake", "--exit-code", "3", "--stderr", "no login"))
+    profile = write_yaml(tmp_path / "profile.yaml", cluster_profile("spoke-1", access_provider("fake")))
+    env = no_settings_env(tmp_path, KUBERNETES_EXEC_INFO=exec_info(V1))
+    result = run_cli("get-credential", "--no-cache", "--config", config, "--profile", profile, cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if line] == [result.stderr.strip()]  # the error alone
+    assert ERROR_LINE.match(result.stderr.strip())
