@@ -12,19 +12,31 @@ import json
 import re
 import signal
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from ..errors import CLIENT_INTERNAL_ERROR, PluginExecutionError, PluginNotFound, PluginTimeout
 from ..logs import redact_text
 from . import process
 from .process import Groups, Outcome
 
-__all__ = ["Job", "MAX_STDOUT_BYTES", "RunResult", "STDERR_TAIL_BYTES", "not_found", "run_command"]
+__all__ = ["Job", "MAX_STDOUT_BYTES", "RunOptions", "RunResult", "STDERR_TAIL_BYTES", "not_found", "run_command"]
 
 #: A credential answer is a few KiB (a certificate chain at most); 4 MiB is generous and bounded.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024
 #: How much of the plugin's stderr is kept for the error message (the end is the useful part).
 STDERR_TAIL_BYTES = 4096
+
+
+class RunOptions(TypedDict, total=False):
+    """How one run is started, handed through to :func:`cpcreds.exec.process.run` unchanged (see
+    there): an ``interactive`` terminal, bytes for ``stdin``, descriptors to ``pass_fds``, a
+    ``meanwhile`` callback once the program has started, ``early_stdout`` with its first output."""
+
+    interactive: bool
+    stdin: bytes | None
+    pass_fds: tuple[int, ...]
+    meanwhile: Callable[[], object] | None
+    early_stdout: Callable[[bytes], object] | None
 
 
 class Job(NamedTuple):
@@ -101,18 +113,14 @@ def run_command(
     groups: Groups,
     max_stdout_bytes: int = MAX_STDOUT_BYTES,
     use_pidfd: bool = True,
-    interactive: bool = False,
-    stdin: bytes | None = None,
-    pass_fds: tuple[int, ...] = (),
-    meanwhile: Callable[[], object] | None = None,
-    early_stdout: Callable[[bytes], object] | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
     """Run ``executable`` once under :func:`cpcreds.exec.process.run` (a session of its own, killed
     with its group at ``deadline``, stdout bounded by ``max_stdout_bytes``) and word the outcome
     as KEP-541's runner does: a :class:`PluginError` naming ``job.command`` unless it exited 0
     (:class:`PluginNotFound` when it cannot be run, :class:`PluginTimeout` past the deadline).
     The exec provider and the kubelet-plugin runner both run their programs through this;
-    ``meanwhile`` and ``early_stdout`` are :func:`~cpcreds.exec.process.run`'s."""
+    ``options`` (:class:`RunOptions`) go to :func:`~cpcreds.exec.process.run` as they are."""
     provider, command = job.provider, job.command
     try:
         result = process.run(
@@ -122,13 +130,9 @@ def run_command(
             deadline=deadline,
             max_stdout=max_stdout_bytes,
             stderr_tail=STDERR_TAIL_BYTES,
-            interactive=interactive,
-            stdin=stdin,
-            pass_fds=pass_fds,
             use_pidfd=use_pidfd,
             groups=groups,
-            meanwhile=meanwhile,
-            early_stdout=early_stdout,
+            **options,
         )
     except FileNotFoundError:
         raise not_found(job) from None

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from ..config import PluginPolicy
 from ..config.access import AccessPlan, ExecSpec, cluster_json, json_value
@@ -40,7 +40,7 @@ from ..kep import EXEC_INFO_ENV
 from ..logs import get_logger
 from ..providers.hookspecs import hookimpl
 from .answer import decode_answer
-from .command import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, Job, RunResult, not_found, run_command
+from .command import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, Job, RunOptions, RunResult, not_found, run_command
 from .policy import PluginGate
 from .process import Groups, find_executable, process_environment, terminate_all
 
@@ -270,11 +270,7 @@ class ExecProvider:
         env: dict[bytes, bytes],
         *,
         deadline: float,
-        interactive: bool = False,
-        stdin: bytes | None = None,
-        pass_fds: tuple[int, ...] = (),
-        meanwhile: Callable[[], object] | None = None,
-        early_stdout: Callable[[bytes], object] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """:func:`run_command` with this provider's bounds, its process groups (killed by
         :meth:`close`) and its way of noticing an exit; refused once closed."""
@@ -289,11 +285,7 @@ class ExecProvider:
             groups=self._groups,
             max_stdout_bytes=self.max_stdout_bytes,
             use_pidfd=self.use_pidfd,
-            interactive=interactive,
-            stdin=stdin,
-            pass_fds=pass_fds,
-            meanwhile=meanwhile,
-            early_stdout=early_stdout,
+            **options,
         )
 
     def _not_found(self, spec: ExecSpec, provider: str) -> PluginNotFound:
