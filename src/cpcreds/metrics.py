@@ -36,6 +36,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from .errors import ConfigError
+from .lockedset import LockedSet
 
 __all__ = ["Metrics", "Readings", "for_registry", "register", "CERT_ROTATION_BUCKETS", "REQUEST_DURATION_BUCKETS"]
 
@@ -83,20 +84,16 @@ class Readings(Collector):
 
     def __init__(self, read: Callable[[list[Any]], Iterable[Metric]]) -> None:
         self._read = read
-        self._objects: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        self._objects: LockedSet[Any] = LockedSet(weak=True)
 
     def attach(self, thing: Any) -> None:
-        with self._lock:
-            self._objects.add(thing)
+        self._objects.add(thing)
 
     def detach(self, thing: Any) -> None:
-        with self._lock:
-            self._objects.discard(thing)
+        self._objects.discard(thing)
 
     def attached(self) -> list[Any]:
-        with self._lock:
-            return list(self._objects)
+        return self._objects.snapshot()
 
     def collect(self) -> Iterator[Metric]:
         return iter(self._read(self.attached()))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..lockedset import LockedSet
 from ..logs import get_logger
 from .hubclient import HubConnector
 from .hubwire import (
@@ -94,8 +95,7 @@ class HubSource:
         kubeconfig = Path(options.kubeconfig) if options.kubeconfig is not None else None
         self._connector = HubConnector(kubeconfig, options.context, in_cluster=options.in_cluster, timeout=options.timeout)
         #: Watch responses being read, shut down when the source stops.
-        self._open: set[Any] = set()
-        self._open_lock = threading.Lock()
+        self._open: LockedSet[Any] = LockedSet()
 
     def api(self, current: Any) -> Any:
         """``current`` (an API client), or a new one when there is none or its credential is
@@ -170,9 +170,7 @@ class HubSource:
                 thread.join(max(0.0, deadline - time.monotonic()))
 
     def _shut_watches(self) -> None:
-        with self._open_lock:
-            responses = list(self._open)
-        for response in responses:
+        for response in self._open.snapshot():
             shutdown = getattr(response, "shutdown", None)  # urllib3 >= 2.3: wakes a blocked read
             try:
                 shutdown() if shutdown is not None else response.close()
@@ -181,12 +179,10 @@ class HubSource:
 
     def opened(self, response: Any) -> None:
         """A watch is being read: shut down with the others when the source stops."""
-        with self._open_lock:
-            self._open.add(response)
+        self._open.add(response)
 
     def closed(self, response: Any) -> None:
-        with self._open_lock:
-            self._open.discard(response)
+        self._open.discard(response)
 
     def scope_name(self, namespace: str | None) -> str:
         return f"{self.origin} namespace {namespace}" if namespace else self.origin
