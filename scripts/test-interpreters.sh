@@ -43,5 +43,5 @@ for minor in 11 12 13; do
   uv_install -e '.[test]' "${plugins[@]}"
   "$VENV/bin/python" -m compileall -q -j 0 src plugins-contrib tests >/dev/null  # as scripts/test.sh does
   step "Python 3.$minor: running the tests"
-  "$VENV/bin/python" -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
+  "$VENV/bin/python" -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"  # as scripts/test.sh does
 done

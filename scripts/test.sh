@@ -20,9 +20,11 @@ uv_install -e '.[test]' "${plugins[@]}"
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
-# Two workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
-# fixtures, such as a package built into examples/, run once). `-n 0` in the arguments runs
-# in this process instead (for --pdb).
+# Three workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
+# fixtures, such as a package built into examples/, run once). Three on a 2-core machine: many
+# tests wait on a plugin process, a server or a timeout, and with two workers the cores stood
+# idle a fifth of the run (bench/README.md, "The test suite's time"). `-n 0` in the arguments
+# runs in this process instead (for --pdb).
 # The status page's browser test needs Chromium: CI installs Debian's where it can (the test
 # skips, saying why, where there is none).
 if [ "${CI:-}" = true ] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -33,4 +35,4 @@ fi
 # (cpcreds commands, plugins, serve) would each compile cpcreds' modules again: compile them once.
 .venv/bin/python -m compileall -q -j 0 src plugins-contrib tests >/dev/null
 step "running the tests"
-.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"
