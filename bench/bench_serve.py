@@ -46,12 +46,39 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def profile(index: int) -> dict:
+    """A ClusterProfile shaped as cluster managers publish them (issue 29): labels including the
+    inventory member id, a uid and creationTimestamp, the ``id.k8s.io`` property, the version and
+    conditions, and one access provider (the mint provider's)."""
     name = f"c{index:05d}"
+    member = f"{index:08x}-5e1f-4c1a-9d2b-{index:012x}"
+    at = "2026-11-20T08:00:00Z"
     return {
         "apiVersion": "multicluster.x-k8s.io/v1alpha1",
         "kind": "ClusterProfile",
-        "metadata": {"name": name, "namespace": "fleet", "uid": f"uid-{index}", "resourceVersion": "1"},
-        "status": {"accessProviders": [{"name": "mint", "cluster": {"server": f"https://{name}.test:6443", "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"clusterName": name}}]}}]},
+        "metadata": {
+            "name": name,
+            "namespace": "fleet",
+            "uid": f"{index:08x}-0c4e-4b7a-8f00-{index:012x}",
+            "resourceVersion": str(1000 + index),
+            "generation": 1,
+            "creationTimestamp": at,
+            "labels": {
+                "x-k8s.io/cluster-manager": "fleet-manager",
+                "fleet.example.com/inventory-member-id": member,
+                "topology.kubernetes.io/region": ("europe-west1", "us-east1", "asia-south1")[index % 3],
+                "environment": ("prod", "staging")[index % 2],
+            },
+        },
+        "spec": {"displayName": name, "clusterManager": {"name": "fleet-manager"}},
+        "status": {
+            "version": {"kubernetes": "v1.31.4"},
+            "properties": [{"name": "id.k8s.io", "value": member, "lastObservedTime": at}],
+            "conditions": [
+                {"type": "ControlPlaneHealthy", "status": "True", "reason": "Healthy", "message": "", "lastTransitionTime": at, "observedGeneration": 1},
+                {"type": "Joined", "status": "True", "reason": "Joined", "message": "", "lastTransitionTime": at, "observedGeneration": 1},
+            ],
+            "accessProviders": [{"name": "mint", "cluster": {"server": f"https://{name}.test:6443", "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"clusterName": name}}]}}],
+        },
     }
 
 
