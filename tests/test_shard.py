@@ -172,15 +172,19 @@ def test_a_conflict_is_read_again_and_retried(hub: HubServer, make_shard: Callab
 
 
 def test_a_lease_answer_trickled_a_byte_at_a_time_fails_the_renewal_at_its_deadline(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
-    # Each byte comes well within a read timeout; the answer never ends. The renewer must give up
-    # at the renew deadline (and renew on its next tick), not read on while its Lease goes stale.
+    # Each byte comes well within a read timeout; the answer never ends (it would take 15 s). The
+    # renewer must give up at the renew deadline (and renew on its next tick), not read on while
+    # its Lease goes stale.
     path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/cpcreds-alpha"
     hub.inject_answer(path, 200, json.dumps(lease(NAMESPACE, "cpcreds-alpha", "alpha")).encode(), trickle=0.05)
     alpha = make_shard("alpha")
     started = time.monotonic()
-    until(lambda: alpha.renewals["failed"] >= 1, timeout=RENEW + 1.0, what="the trickled renewal given up")
-    assert time.monotonic() - started < RENEW + 1.0
-    assert "did not finish its answer in time" in alpha.problem and not alpha.fresh()
+    until(lambda: alpha.renewals["failed"] >= 1, timeout=RENEW + 5.0, what="the trickled renewal given up")
+    assert time.monotonic() - started < RENEW + 5.0  # far from the 15 s the whole answer takes
+    assert not alpha.fresh()
+    # ``problem`` is the last hub failure of any request: a watch dropped meanwhile may say its own
+    # for a moment, until the next renewal, trickled too, fails again the same way.
+    until(lambda: "did not finish its answer in time" in alpha.problem, timeout=RENEW + 5.0, what="the renewal's failure said")
     hub.clear_faults()
     until(alpha.claiming, timeout=5, what="alpha renewing once the hub answers")
 
