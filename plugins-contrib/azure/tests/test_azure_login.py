@@ -183,4 +183,4 @@ def test_a_hanging_az_is_stopped_within_the_timeout(make_engine, fake_az, spoke,
     started = time.monotonic()
     with pytest.raises(CredentialError) as caught:
         engine.get_credential(profile(spoke))
-    assert time.monotonic() - started < 2.5 and "\n" not in str(caught.value)
+    assert time.monotonic() - started < 2 + 3 and "\n" not in str(caught.value)  # not az's 30 s

@@ -289,12 +289,12 @@ HANG_UP_WITHIN = 60.0
 @pytest.mark.parametrize("status", [200, 500])
 def test_a_body_trickling_in_is_hung_up_on_at_the_timeout(hub: HubServer, kubeconfig: Path, make_engine: Engine, status: int) -> None:
     hub.inject_answer(SECRET_PATH, status, b'{"data": {"token": "dA=="}}', trickle=0.05)
-    engine = make_engine(entry({"kubeconfig": str(kubeconfig)}, timeout="2s"))
+    engine = make_engine(entry({"kubeconfig": str(kubeconfig)}, timeout="5s"))  # 1 s for the provider's error to win
     with pytest.raises(ProviderError) as raised:
         engine.get_credential(cluster("spoke-1"))
     # A Secret's body cut at the deadline is a timeout; an error's body is only drained, so its
     # status is the answer.
-    words = "did not answer within 2s" if status == 200 else f"answered HTTP {status}"
+    words = "did not answer within 5s" if status == 200 else f"answered HTTP {status}"
     assert str(raised.value) == f"provider secretreader: the hub {hub.url} {words} reading Secret {FLEET}/spoke-1"
     # The connection the trickle came on is dropped, not kept for the next fetch.
     hub.clear_faults()
