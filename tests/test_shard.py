@@ -440,9 +440,12 @@ def test_two_replicas_given_one_identity_never_both_serve_and_the_one_left_out_s
     assert first.lease_name == second.lease_name
     twins = [first, second]
     until(lambda: alpha.claiming() and sum(t.claiming() for t in twins) == 1 and any(t.contended for t in twins), timeout=5, what="one twin holding the Lease")
-    holder, left_out = (first, second) if first.claiming() else (second, first)
+    # The one left out is the one told the Lease is held (claiming can lapse for a moment on a
+    # loaded machine; being left out does not).
+    holder, left_out = (second, first) if first.contended else (first, second)
     assert not left_out.fresh() and not any(left_out.owns(key) for key in KEYS[::3])
-    assert all(len(owners_of(key, [alpha, *twins])) == 1 for key in KEYS[::3])
+    assert all(len(owners_of(key, [alpha, *twins])) <= 1 for key in KEYS[::3])  # never two
+    until(lambda: all(len(owners_of(key, [alpha, *twins])) == 1 for key in KEYS[::3]), timeout=5, what="every key owned once")
     assert "held by another replica" in left_out.contended and "'twin'" in left_out.contended
     assert left_out.renewals["contended"] >= 1 and left_out.problem == left_out.contended
     assert (_contended(left_out), _contended(holder)) == (1.0, 0.0) and holder.contended == ""
