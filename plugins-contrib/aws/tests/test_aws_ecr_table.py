@@ -1,8 +1,10 @@
 """ecr-credential-provider's own test tables (cloud-provider-aws, cmd/ecr-credential-provider/main_test.go)
-replayed through ``cpcreds-aws-credential-provider`` run as the kubelet runs it: its registry
-pattern grid, ECR Public (``public.ecr.aws``, ``ecr-public.aws.com``, asked of ``ecr-public`` in
-us-east-1), and an answer without ``expiresAt`` (``cacheDuration: 0``). Where cpcreds is stricter
-(an image outside ECR gets no ECR token), the test says so."""
+replayed against cpcreds' aws provider: its registry pattern grid (through
+``AwsProvider.get_image_credential``, what ``cpcreds-aws-credential-provider`` runs, and a row each
+way through the console script run as the kubelet runs it), ECR Public (``public.ecr.aws``,
+``ecr-public.aws.com``, asked of ``ecr-public`` in us-east-1), and an answer without ``expiresAt``
+(``cacheDuration: 0``). Where cpcreds is stricter (an image outside ECR gets no ECR token), the test
+says so."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import pytest
 pytest.importorskip("cpcreds_aws", reason="install plugins-contrib/aws")
 
 from cpcreds.images.protocol import API_VERSION_V1  # noqa: E402
-from cpcreds.sdk import AuthConfig, encode_request, parse_response  # noqa: E402
+from cpcreds.sdk import AuthConfig, CredentialProviderRequest, ProviderError, encode_request, parse_response  # noqa: E402
+from cpcreds_aws import AwsProvider  # noqa: E402
 
 from aws_helpers import CPCREDS_AWS_KUBELET  # noqa: E402
 
@@ -53,7 +56,19 @@ def _run(run_command, image: str):
 
 
 @pytest.mark.parametrize(("registry", "expected"), GRID)
-def test_the_registry_pattern_grid(aws, user, run_command, registry, expected) -> None:
+def test_the_registry_pattern_grid(aws, user, registry, expected) -> None:
+    aws.fail("ecr", status=200, body=_private_answer(registry))
+    request = CredentialProviderRequest(image=f"{registry}/app:1")
+    if expected:
+        assert AwsProvider({}).get_image_credential(request, timeout=5).auth == {registry: AuthConfig("user", "pass")}
+    else:
+        with pytest.raises(ProviderError):
+            AwsProvider({}).get_image_credential(request, timeout=5)
+        assert not [call for call in aws.seen if call.endpoint == "ecr"]
+
+
+@pytest.mark.parametrize(("registry", "expected"), [GRID[0], GRID[10]])
+def test_the_console_script_answers_as_the_grid_says(aws, user, run_command, registry, expected) -> None:
     aws.fail("ecr", status=200, body=_private_answer(registry))
     result = _run(run_command, f"{registry}/app:1")
     if expected:
@@ -66,12 +81,10 @@ def test_the_registry_pattern_grid(aws, user, run_command, registry, expected) -
 
 @pytest.mark.parametrize("image", ["123456789123.dkr.ecr.us-west-2.amazonaws.com",
                                    "123456789123.dkr.ecr.us-west-2.amazonaws.com/public.ecr.aws/foo:latest"])
-def test_private_success_cases(aws, user, run_command, image) -> None:
+def test_private_success_cases(aws, user, image) -> None:
     host = image.split("/")[0]
     aws.fail("ecr", status=200, body=_private_answer(host))
-    result = _run(run_command, image)
-    assert result.returncode == 0, result.stderr
-    response = parse_response(result.stdout.encode(), API_VERSION_V1)
+    response = AwsProvider({}).get_image_credential(CredentialProviderRequest(image=image), timeout=5)
     assert response.auth == {host: AuthConfig("user", "pass")}
     assert response.cache_duration == 0  # the answer has no expiresAt: not cached, as upstream
 
@@ -92,11 +105,11 @@ def test_ecr_public(aws, user, run_command, host) -> None:
     [{}, {"authorizationData": {}}, {"authorizationData": {"authorizationToken": base64.b64encode(b"foo").decode()}}],
     ids=["empty", "empty-authorization-data", "no-colon"],
 )
-def test_ecr_public_failure_cases(aws, user, run_command, answer) -> None:
+def test_ecr_public_failure_cases(aws, user, answer) -> None:
     aws.fail("ecr-public", status=200, body=json.dumps(answer).encode())
-    result = _run(run_command, "public.ecr.aws/nginx/nginx:1.27")
-    assert result.returncode == 1 and result.stdout == "" and result.stderr.count("\n") == 1
-    assert "ECR Public GetAuthorizationToken" in result.stderr
+    with pytest.raises(ProviderError, match="ECR Public GetAuthorizationToken") as failure:
+        AwsProvider({}).get_image_credential(CredentialProviderRequest(image="public.ecr.aws/nginx/nginx:1.27"), timeout=5)
+    assert "\n" not in str(failure.value)
 
 
 def test_ecr_public_without_expires_at_is_not_cached(aws, user, run_command) -> None:
