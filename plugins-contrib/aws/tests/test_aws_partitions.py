@@ -7,6 +7,7 @@ region; ``--region`` takes every partition's region names and nothing else; and 
 
 from __future__ import annotations
 
+import functools
 import json
 from urllib.parse import parse_qs, urlsplit
 
@@ -40,9 +41,16 @@ def _host_and_scope(url: str) -> tuple[str, str]:
     return parts.netloc, parse_qs(parts.query)["X-Amz-Credential"][0].split("/")[2]
 
 
+@functools.cache
+def _botocore_session() -> botocore.session.Session:
+    # One session for every example: a client reads the endpoint settings from the environment
+    # when it is created, and a session's data files load once.
+    return botocore.session.Session()
+
+
 def _botocore_presigned(region: str | None) -> str:
     """What ``aws eks get-token`` signs: botocore's STS client's presigned GetCallerIdentity."""
-    client = botocore.session.Session().create_client(
+    client = _botocore_session().create_client(
         "sts", region_name=region, aws_access_key_id=KEYS.access_key, aws_secret_access_key=KEYS.secret_key
     )
     try:
