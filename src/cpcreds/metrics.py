@@ -201,6 +201,9 @@ class Metrics:
         self._cert_expiries: dict[int, dict[Any, datetime]] = {}
         self._lock = threading.Lock()
         self.certificate_ttl.set_function(self._shortest_certificate_ttl)
+        # Read at scrape time from the engines, as their lookups are: a new plan's entry then
+        # updates no gauge (a lock) on the way to its first fetch.
+        self.cache_entries.set_function(self._cached_entries)
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -267,10 +270,15 @@ class Metrics:
     # -- cache lookups ---------------------------------------------------------------------
 
     def watch_lookups(self, engine: Any) -> None:
-        """Count ``engine``'s cache lookups in cpcreds_credential_cache_lookups_total; ``engine``
-        is anything with a ``lookup_counts()`` method returning ``{(provider, result): count}``
-        (this module knows nothing else of the engine)."""
+        """Count ``engine``'s cache lookups in cpcreds_credential_cache_lookups_total, and its
+        entries in cpcreds_credential_cache_entries; ``engine`` is anything with a
+        ``lookup_counts()`` method returning ``{(provider, result): count}`` and a
+        ``cache_entries()`` method returning how many plans it holds (this module knows nothing
+        else of the engine)."""
         self.lookups.attach(engine)
+
+    def _cached_entries(self) -> float:
+        return float(sum(engine.cache_entries() for engine in self.lookups.attached()))
 
     def retire_lookups(self, engine: Any) -> None:
         """A closing engine's counts stay in the totals (counters never go down)."""

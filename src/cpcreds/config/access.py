@@ -81,10 +81,10 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
         if not isinstance(profile, Mapping):
             raise ProfileError(f"expected a ClusterProfile mapping, got {type(profile).__name__}")
         profile = dict(profile)
-    model, validation_error = _MODELS or _profile_models()
+    model, validate, validation_error = _MODELS or _profile_models()
     problems: list[tuple[str, str]] = []
     try:
-        return model.model_validate(profile)  # type: ignore[no-any-return]
+        return validate(profile)  # type: ignore[no-any-return]
     except validation_error as exc:
         from . import describe_validation_error
 
@@ -96,18 +96,22 @@ def parse_profile(profile: ClusterProfile | Mapping[str, Any]) -> ClusterProfile
     raise ProfileError(f"field {where}: {message}" if where else message, profile=profile_ref(profile))
 
 
-#: (ClusterProfile, pydantic's ValidationError) once the first profile was validated: the models
-#: are imported then, not with this module, and not looked up again on every resolve.
-_MODELS: tuple[Any, Any] | None = None
+#: (ClusterProfile, its validation, pydantic's ValidationError) once the first profile was
+#: validated: the models are imported then, not with this module, and not looked up again on
+#: every resolve.
+_MODELS: tuple[Any, Any, Any] | None = None
 
 
-def _profile_models() -> tuple[Any, Any]:
+def _profile_models() -> tuple[Any, Any, Any]:
     global _MODELS
     from pydantic import ValidationError
 
     from .wire import ClusterProfile
 
-    _MODELS = (ClusterProfile, ValidationError)
+    # The model's own validator (a documented attribute of every pydantic model), called as
+    # model_validate calls it with no options: model_validate adds only checks of options that
+    # are never given here, run again for every new profile, right after a plugin ran.
+    _MODELS = (ClusterProfile, ClusterProfile.__pydantic_validator__.validate_python, ValidationError)
     return _MODELS
 
 

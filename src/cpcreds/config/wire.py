@@ -143,7 +143,7 @@ class ClusterProfile(_Wire):
 
     @field_validator("metadata", "status", "spec", mode="before")
     @classmethod
-    def _null_object(cls, value: Any, info: Any) -> Any:
+    def _null_object(cls, value: Any) -> Any:
         return {} if value is None else value
 
     @property

@@ -200,6 +200,10 @@ class CredentialEngine:
         """(provider, result) -> cache lookups so far (read by the metrics collector)."""
         return self._store.lookup_counts()
 
+    def cache_entries(self) -> int:
+        """Plans this engine's cache holds now (read by the metrics collector)."""
+        return len(self._store.entries)
+
     # -- adapters and lifetime ---------------------------------------------------------------
 
     def on_close(self, resource: Any) -> Callable[[], None]:

@@ -278,7 +278,6 @@ class CredentialStore:
         if len(self.entries) >= self.max_entries:
             self._purge()
         entry = self.entries[plan.key] = Entry(plan)
-        self.metrics.cache_entries.inc()
         return entry
 
     def _purge(self) -> None:
@@ -290,7 +289,6 @@ class CredentialStore:
     def _forget(self, entry: Entry) -> None:
         # Lock held; ``entry`` was just taken out of ``entries``.
         self.lookups.retire(entry.plan.provider, entry.hits)
-        self.metrics.cache_entries.dec()
         self.metrics.track_certificate(id(self), entry.plan.key, None)
 
     # -- holders: what a removal drops -------------------------------------------------------
@@ -327,9 +325,7 @@ class CredentialStore:
             flights = [entry.flight for entry in self.entries.values() if entry.flight is not None]
             for entry in self.entries.values():
                 self.lookups.retire(entry.plan.provider, entry.hits)
-            count = len(self.entries)
             self.entries.clear()
             self.holds.clear()
-        self.metrics.cache_entries.dec(count)
         self.metrics.forget_owner(id(self))
         return flights
