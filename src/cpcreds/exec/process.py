@@ -254,8 +254,9 @@ def _quiet_wait(
         events = quiet.poll(max(0.0, ends - time.monotonic()) * 1000)
         if not events:
             return False
-        if any(fd == pidfd for fd, _ in events):
-            return True  # it has exited: everything is read after the exit, as without early_stdout
+        for fd, _ in events:
+            if fd == pidfd:
+                return True  # it has exited: everything is read after the exit, as without early_stdout
         quiet.unregister(proc.stdout_fd)
         try:
             stdout += os.read(proc.stdout_fd, _READ_CHUNK)

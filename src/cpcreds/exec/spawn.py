@@ -169,7 +169,7 @@ def spawn(
         for fd in fds:
             os.close(fd)
         raise
-    if min(fds) <= 2 or any(fd <= 2 for fd in pass_fds):
+    if min(fds) <= 2 or (pass_fds and min(pass_fds) <= 2):
         # Our own stdio is closed and a pipe end took its number: dup2 onto itself would keep
         # close-on-exec set. subprocess knows how to shuffle these; let it.
         for fd in fds:
@@ -180,7 +180,7 @@ def spawn(
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
     ]
-    inherited = [fd for fd in pass_fds if not os.get_inheritable(fd)]
+    inherited = [fd for fd in pass_fds if not os.get_inheritable(fd)] if pass_fds else pass_fds
     try:
         for fd in inherited:
             # dup2 onto itself does not clear close-on-exec everywhere; the flag is set for the
