@@ -26,6 +26,7 @@ for plugin in plugins-contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && plugins+=(-e "$plugin")
 done
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
+unset PYTHONDONTWRITEBYTECODE  # as scripts/test.sh does
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 for minor in 11 12 13; do
   if [ "$minor" = "$done_with" ]; then
@@ -38,10 +39,9 @@ for minor in 11 12 13; do
   fi
   export VENV=".venv-3.$minor"
   step "Python 3.$minor ($python): creating $VENV"
-  "$python" -m venv "$VENV"
+  make_venv "$python" "$VENV"
   step "Python 3.$minor: installing cpcreds, its test dependencies and $((${#plugins[@]} / 2)) contrib plugins (newest releases)"
   uv_install -e '.[test]' "${plugins[@]}"
-  "$VENV/bin/python" -m compileall -q -j 0 src plugins-contrib tests >/dev/null  # as scripts/test.sh does
   step "Python 3.$minor: running the tests"
   "$VENV/bin/python" -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"  # as scripts/test.sh does
 done

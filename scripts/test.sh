@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/_pip.sh
 
 step "creating .venv"
-python3 -m venv .venv
+make_venv python3 .venv
 plugins=()
 for plugin in plugins-contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && plugins+=(-e "$plugin")
@@ -31,8 +31,10 @@ if [ "${CI:-}" = true ] && ! command -v chromium >/dev/null && command -v apt-ge
   step "installing chromium for the status page's browser test"
   apt-get install -y -qq chromium >/dev/null || echo "chromium could not be installed: its test will skip"
 fi
-# This machine may set PYTHONDONTWRITEBYTECODE, so the hundreds of processes the tests start
-# (cpcreds commands, plugins, serve) would each compile cpcreds' modules again: compile them once.
-.venv/bin/python -m compileall -q -j 0 src plugins-contrib tests >/dev/null
+# A machine may set PYTHONDONTWRITEBYTECODE: then each of the hundreds of processes the tests
+# start (cpcreds commands, plugins, serve) would compile every module it imports again, and
+# pytest would rewrite the test modules' asserts in every worker. Byte code is written instead,
+# the first time a module is imported.
+unset PYTHONDONTWRITEBYTECODE
 step "running the tests"
 .venv/bin/python -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"
