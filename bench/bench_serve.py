@@ -1,6 +1,6 @@
 """``cpcreds serve`` at fleet scale: time to ready, memory, and idle CPU (issue 9).
 
-    .venv/bin/python bench/bench_serve.py [--sizes 1000,10000,50000] [--source directory|hub]
+    .venv/bin/python bench/bench_serve.py [--sizes 1000,10000,50000] [--source directory|hub] [--src SRC]
 
 For each size, writes that many ClusterProfiles (a folder of files, or objects on the local hub
 fake), starts the real ``cpcreds serve`` (a subprocess, exactly as a user runs it) with the fast
@@ -18,6 +18,10 @@ the "holding" columns). Targets (issue 21): ready <= 1.15x the floor at
 profile ready within 1 s; ``/v1/clusters?limit=100`` in <= 50 ms and the status page in <= 200 ms
 (the "api ms" and "page ms" columns: the first request, which files the first sync's changes,
 then the median of seven). The load average is printed with each row.
+
+``--src SRC`` runs serve and both floors on another source tree's ``cpcreds`` (put first on
+``PYTHONPATH``), e.g. ``git archive <commit> src | tar -x -C /tmp/base`` then ``--src
+/tmp/base/src``: "before" and "after" alternated in one session on the same machine.
 """
 
 from __future__ import annotations
@@ -132,6 +136,10 @@ for line in Path("/proc/self/status").read_text().splitlines():
 """
 
 
+#: Another source tree's ``src`` to run instead of this one's (``--src``), or None.
+SRC: Path | None = None
+
+
 def child_env(site: Path) -> dict[str, str]:
     """The environment of serve and the floors: the mint provider installed, and byte code used
     and written as an installed wheel has it (pip compiles what it installs). Without
@@ -139,7 +147,7 @@ def child_env(site: Path) -> dict[str, str]:
     cpcreds' modules again (serve imports more of them than the floor); :func:`compile_once`
     writes it before the timed runs."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    env.update(PYTHONPATH=str(site), CPCREDS_PLUGINS="mint")
+    env.update(PYTHONPATH=os.pathsep.join([*([str(SRC)] if SRC is not None else []), str(site)]), CPCREDS_PLUGINS="mint")
     return env
 
 
@@ -249,7 +257,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,50000")
     parser.add_argument("--source", choices=["directory", "hub"], default="directory")
+    parser.add_argument("--src", type=Path, help="run serve and the floors on this source tree's cpcreds")
     options = parser.parse_args()
+    global SRC
+    SRC = options.src.resolve() if options.src is not None else None
     workdir = Path(tempfile.mkdtemp(prefix="cpcreds-bench-serve-"))
     site = mint.install(workdir / "site")
     compile_once(site)
