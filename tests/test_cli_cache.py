@@ -585,7 +585,7 @@ def listed(cpcreds: Any, *extra: str | Path) -> dict[str, Any]:
 def test_cache_list_shows_the_cluster_provider_kind_and_expiry_of_each_entry(cpcreds: Any, fleet: Fleet, tmp_path: Path, cache_dir: Path) -> None:
     other = Fleet(tmp_path / "other", "--expires-in", "7200")
     other.profile.write_text(
-        yaml.safe_dump(cluster_profile("spoke-2", access_provider("fake", server="https://user:hunter2@spoke-2.example:6443/?access_token=abc")))
+        yaml.safe_dump(cluster_profile("spoke-2", access_provider("fake", server="https://user:hunter2@spoke-2.example:6443/?access_token=query-secret-7f3e")))
     )
     tokens = [cpcreds("get-credential", *fleet.args()).token, cpcreds("get-credential", *other.args("--api-version", V1BETA1)).token]
     assert listed(cpcreds)["directory"] == str(cache_dir)
@@ -612,7 +612,7 @@ def test_cache_list_shows_the_cluster_provider_kind_and_expiry_of_each_entry(cpc
     assert rows[0].split()[:3] == ["fleet-system/spoke-1", "fake", "token"] and "(in 59m)" in rows[0]
     assert rows[1].split()[:3] == ["fleet-system/spoke-2", "fake", "token"] and "(in 1h59m)" in rows[1]
     everything = json.dumps(document) + table.out
-    for secret in (*tokens, "hunter2", "abc"):
+    for secret in (*tokens, "hunter2", "query-secret-7f3e"):
         assert secret not in everything
 
 
