@@ -87,13 +87,15 @@ def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take
     for folder in folders:
         until(lambda: len(contexts(folder)) == 300, timeout=5, what=f"every context in {folder.name}")
 
+    before = {survivor.identity: handovers(survivor).get("released", 0) for survivor in (r0, r1)}
     code, _ = r2.process.stop(signal.SIGTERM)
     assert code == 0
     after = split([r0, r1], keys)
-    # Released, not waited out: both survivors saw r2's Lease emptied, none saw one expire (a
-    # wall-clock bound against the 2 s lease would be a guess on a loaded machine).
+    # Released, not waited out: both survivors saw r2's Lease emptied (a wall-clock bound against
+    # the 2 s lease would be a guess on a loaded machine). Counted from the SIGTERM on, and not
+    # "no Lease ever expired": on a loaded machine a replica may miss a renewal at its start.
     for survivor in (r0, r1):
-        assert handovers(survivor).get("released", 0) >= 1 and handovers(survivor).get("expired", 0) == 0
+        assert handovers(survivor).get("released", 0) >= before[survivor.identity] + 1
     assert after["r0"] >= shares["r0"] and after["r1"] >= shares["r1"]  # nobody else moved
     assert after == expected(keys, ["r0", "r1"])
     # r2 stopped its work before releasing: what moved to r0 and r1 overlaps nothing.
