@@ -25,11 +25,16 @@ trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 # tests wait on a plugin process, a server or a timeout, and with two workers the cores stood
 # idle a fifth of the run (bench/README.md, "The test suite's time"). `-n 0` in the arguments
 # runs in this process instead (for --pdb).
-# The status page's browser test needs Chromium: CI installs Debian's where it can (the test
-# skips, saying why, where there is none).
-if [ "${CI:-}" = true ] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  step "installing chromium for the status page's browser test"
-  apt-get install -y -qq chromium >/dev/null || echo "chromium could not be installed: its test will skip"
+# Programs some tests need: Chromium (the status page's browser test), zsh and fish (the shell
+# completion tests). CI installs Debian's where it can; a test whose program is missing skips,
+# saying why.
+missing=()
+for program in chromium zsh fish; do
+  command -v "$program" >/dev/null || missing+=("$program")
+done
+if [ "${CI:-}" = true ] && [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  step "installing ${missing[*]} for the tests that run them"
+  apt-get install -y -qq "${missing[@]}" >/dev/null || echo "${missing[*]} could not be installed: their tests will skip"
 fi
 # A machine may set PYTHONDONTWRITEBYTECODE: then each of the hundreds of processes the tests
 # start (cpcreds commands, plugins, serve) would compile every module it imports again, and
