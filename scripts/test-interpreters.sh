@@ -43,5 +43,5 @@ for minor in 11 12 13; do
   step "Python 3.$minor: installing cpcreds, its test dependencies and $((${#plugins[@]} / 2)) contrib plugins (newest releases)"
   uv_install -e '.[test]' "${plugins[@]}"
   step "Python 3.$minor: running the tests"
-  "$VENV/bin/python" -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"  # as scripts/test.sh does
+  "$VENV/bin/python" -m pytest -p no:cacheprovider -n 4 --dist loadfile "$@"  # as scripts/test.sh does
 done

@@ -20,10 +20,10 @@ uv_install -e '.[test]' "${plugins[@]}"
 # (tests/conftest.py does the same for the core tests; the contrib tests run cpcreds too).
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/cpcreds-tests-$$"
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
-# Three workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
-# fixtures, such as a package built into examples/, run once). Three on a 2-core machine: many
-# tests wait on a plugin process, a server or a timeout, and with two workers the cores stood
-# idle a fifth of the run (bench/README.md, "The test suite's time"). `-n 0` in the arguments
+# Four workers (pytest-xdist), each test file on one of them (--dist loadfile: a file's module
+# fixtures, such as a package built into examples/, run once). Four on a 2-core machine: many
+# tests wait on a plugin process, a server or a timeout; with two workers the cores stood idle a
+# fifth of the run, with three about a tenth (bench/README.md, "The test suite's time"). `-n 0` in the arguments
 # runs in this process instead (for --pdb).
 # Programs some tests need: Chromium (the status page's browser test), zsh and fish (the shell
 # completion tests). CI installs Debian's where it can; a test whose program is missing skips,
@@ -42,4 +42,4 @@ fi
 # the first time a module is imported.
 unset PYTHONDONTWRITEBYTECODE
 step "running the tests"
-.venv/bin/python -m pytest -p no:cacheprovider -n 3 --dist loadfile "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n 4 --dist loadfile "$@"
