@@ -30,13 +30,12 @@ STDERR_TAIL_BYTES = 4096
 class RunOptions(TypedDict, total=False):
     """How one run is started, handed through to :func:`cpcreds.exec.process.run` unchanged (see
     there): an ``interactive`` terminal, bytes for ``stdin``, descriptors to ``pass_fds``, a
-    ``meanwhile`` callback once the program has started, ``early_stdout`` with its first output."""
+    ``meanwhile`` callback once the program has started."""
 
     interactive: bool
     stdin: bytes | None
     pass_fds: tuple[int, ...]
     meanwhile: Callable[[], object] | None
-    early_stdout: Callable[[bytes], object] | None
 
 
 class Job(NamedTuple):

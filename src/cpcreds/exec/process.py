@@ -17,11 +17,10 @@ KEP-2133 kubelet-plugin runner and the signal handling.
   first waited for by its pidfd alone, for up to :data:`_QUIET_SECONDS`: a fast plugin (a
   cached token) is then woken for once, at its exit, instead of once per write and once per
   closed pipe (each wake-up of an idle CPU is slow, and so is the Python right after it); its
-  output waits in the pipes meanwhile. A caller that can start on the output before the exit
-  (the exec provider reads its answer) is also woken once for the first thing written: a
-  plugin writes its answer and then ends, and reading the answer overlaps that end. A program
-  that fills a pipe (64 KiB) that early is held up until the quiet phase ends, then read as it
-  writes. Once the program has exited, whatever
+  output waits in the pipes meanwhile. (Waking for the first thing written too, to decode an
+  answer while the plugin goes on to its exit, made a cold fetch slower, not faster:
+  bench/README.md.) A program that fills a pipe (64 KiB) that early is held up until the quiet
+  phase ends, then read as it writes. Once the program has exited, whatever
   it left in its group is killed, and what is in the pipes is read without waiting for
   an end-of-file a stray grandchild could hold back;
 - every running group is known (:class:`Groups` per owner, and process-wide), so that an owner
@@ -152,7 +151,6 @@ def run(
     use_pidfd: bool = True,
     groups: Groups | None = None,
     meanwhile: Callable[[], object] | None = None,
-    early_stdout: Callable[[bytes], object] | None = None,
 ) -> Outcome:
     """Run ``executable`` (``argv[0]`` as the name it is given) once and see it through (see the
     module's docstring), bounded by ``deadline`` (``time.monotonic()`` seconds).
@@ -163,9 +161,7 @@ def run(
     numbers; they must be the caller's own, as they are made inheritable for the spawn.
     ``groups`` records the run's process group while it runs. ``meanwhile()`` is called once the
     program has started, before it is waited for: work of the caller's that the program's start
-    does not need costs no time there, as this process would only wait. ``early_stdout`` (for a
-    run without ``stdin``, where a pidfd tells the exit): called at most once, with what the
-    program first wrote to stdout, while it goes on to its exit (see :func:`_quiet_wait`). Raises ``OSError`` when
+    does not need costs no time there, as this process would only wait. Raises ``OSError`` when
     the program cannot be started (``meanwhile`` is then not called); ``KeyboardInterrupt`` or
     any other exception while it runs (``meanwhile``'s included) kills it before propagating."""
     child = None
@@ -178,7 +174,7 @@ def run(
     if pgid is not None:
         owner._add(pgid)
     try:
-        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd, meanwhile, early_stdout)
+        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd, meanwhile)
     finally:
         child.close_pipes()
         if pgid is not None:
@@ -194,7 +190,6 @@ def _collect(
     stderr_tail: int,
     use_pidfd: bool,
     meanwhile: Callable[[], object] | None = None,
-    early_stdout: Callable[[bytes], object] | None = None,
 ) -> Outcome:
     started = time.monotonic()
     stdout, stderr = bytearray(), bytearray()
@@ -210,7 +205,7 @@ def _collect(
             meanwhile()
         exited = False
         if pidfd is not None and stdin is None:
-            exited = _quiet_wait(proc, pidfd, deadline, stdout, max_stdout, early_stdout)
+            exited = _quiet_wait(pidfd, deadline)
         if not exited:
             stop = _watch(proc, pidfd, deadline, stdin, stdout, stderr, max_stdout, stderr_tail)
             if stop is not None:
@@ -237,33 +232,12 @@ def _collect(
     return Outcome(exit_code, bytes(stdout), bytes(stderr), time.monotonic() - started)
 
 
-def _quiet_wait(
-    proc: Child, pidfd: int, deadline: float, stdout: bytearray, max_stdout: int, early_stdout: Callable[[bytes], object] | None
-) -> bool:
+def _quiet_wait(pidfd: int, deadline: float) -> bool:
     """The quiet phase (see the module's docstring): True once the program has exited, False
-    when it goes on past it. With ``early_stdout``, the first thing the program writes meanwhile
-    is read when it comes and handed to ``early_stdout`` while the program goes on to its exit
-    (an answer is usually written at once, just before the exit); once only, so a long answer
-    written piece by piece is not read over and over, and the rest waits in the pipe as ever."""
+    when it goes on past it."""
     quiet = select.poll()
     quiet.register(pidfd, select.POLLIN)
-    if early_stdout is not None:
-        quiet.register(proc.stdout_fd, select.POLLIN)
-    ends = min(deadline, time.monotonic() + _QUIET_SECONDS)
-    while True:
-        events = quiet.poll(max(0.0, ends - time.monotonic()) * 1000)
-        if not events:
-            return False
-        for fd, _ in events:
-            if fd == pidfd:
-                return True  # it has exited: everything is read after the exit, as without early_stdout
-        quiet.unregister(proc.stdout_fd)
-        try:
-            stdout += os.read(proc.stdout_fd, _READ_CHUNK)
-        except BlockingIOError:
-            continue
-        if stdout and early_stdout is not None and len(stdout) <= max_stdout:
-            early_stdout(bytes(stdout))
+    return bool(quiet.poll(max(0.0, min(deadline - time.monotonic(), _QUIET_SECONDS)) * 1000))
 
 
 def _drain(fd: int, buffer: bytearray, deadline: float, *, limit: int = -1, tail: int = -1) -> bool:

@@ -141,20 +141,7 @@ class ExecProvider:
         for name, value in spec.env:
             env[os.fsencode(name)] = os.fsencode(value)
         env[_EXEC_INFO_ENV_BYTES] = exec_info(spec, plan, interactive=interactive).encode()
-        early: list[Any] = []
-
-        def read_early(stdout: bytes) -> None:
-            # The answer is read while the plugin goes on to its exit (this process would only
-            # wait then); it counts only if the plugin exits 0 having written nothing more.
-            try:
-                early[:] = (stdout, self.decode(plan, RunResult(0, stdout, b"", 0.0)))
-            except Exception:  # worded from the whole run after the exit, as ever
-                early.clear()
-
-        result = self.run(plan, env, interactive=interactive, deadline=deadline, early_stdout=read_early)
-        if early and early[0] == result.stdout:
-            return early[1]  # type: ignore[no-any-return]
-        return self.decode(plan, result)
+        return self.decode(plan, self.run(plan, env, interactive=interactive, deadline=deadline))
 
     @staticmethod
     def call_outcome(plan: AccessPlan, error: CredentialError | None) -> tuple[int, str] | None:
@@ -186,10 +173,8 @@ class ExecProvider:
         *,
         interactive: bool,
         deadline: float | None = None,
-        early_stdout: Callable[[bytes], object] | None = None,
     ) -> RunResult:
-        """Run the plugin once; raise a :class:`PluginError` unless it exited 0. ``early_stdout``:
-        see :func:`cpcreds.exec.process.run`."""
+        """Run the plugin once; raise a :class:`PluginError` unless it exited 0."""
         spec = plan.exec
         assert spec is not None
         if deadline is None:
@@ -201,7 +186,7 @@ class ExecProvider:
         argv = [spec.command, *spec.args]
         gate = self.gate
         if gate.allows_all:
-            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive, (), early_stdout)
+            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive)
         try:
             admission = gate.admit(plan.provider, spec.command, executable, argv, env)
         except PluginNotAllowed as refusal:
@@ -211,7 +196,7 @@ class ExecProvider:
         decision = "allowed_pinned" if admission.sha256 else "allowed"
         try:
             return self._run_counted(
-                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds, early_stdout
+                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds
             )
         finally:
             admission.release()
@@ -227,7 +212,6 @@ class ExecProvider:
         deadline: float,
         interactive: bool,
         pass_fds: tuple[int, ...] = (),
-        early_stdout: Callable[[bytes], object] | None = None,
     ) -> RunResult:
         """Run the admitted plugin, counting the policy ``decision`` while it runs (this process
         would only wait then), or after a start that failed: every admitted run counts once."""
@@ -240,7 +224,7 @@ class ExecProvider:
 
         try:
             return self.run_command(
-                job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count, early_stdout=early_stdout
+                job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count
             )
         finally:
             if not counted:
