@@ -12,14 +12,14 @@ Providers say what the engine needs to know of them, optionally:
   in the leading thread; any other synchronous provider runs in a thread of its own and is
   abandoned at the deadline.
 - ``async def aget_credential(plan)``: asyncio leaders run it in a task on their loop.
-
-Every provider is called inside :func:`~cpcreds.providers.deadline.fetch_deadline`: what
-``cpcreds.sdk.deadline()`` gives it ends a fixed share of the timeout before the engine gives up,
-so that the provider's own error, which names what did not answer, is the one callers get.
 - ``call_outcome(plan, error) -> (code, call_status) | None``: KEP-541's labels of
   ``rest_client_exec_plugin_call_total`` for one call of ``plan`` that ended with ``error`` (None
   for a success), or None when the call is not one to count there. The provider kind knows its exit
   codes; a provider without the method (every in-process one) is not counted there.
+
+Every provider is called inside :func:`~cpcreds.providers.deadline.fetch_deadline`: what
+``cpcreds.sdk.deadline()`` gives it ends a fixed share of the timeout before the engine gives up,
+so that the provider's own error, which names what did not answer, is the one callers get.
 """
 
 from __future__ import annotations
