@@ -8,6 +8,7 @@ waits on: a test opens them, it never sleeps in their place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -590,6 +591,121 @@ def test_keyboard_interrupt_during_a_plugin_run_reaches_the_caller_and_is_not_ca
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"outcome": "KeyboardInterrupt", "token": "fake-token", "failures": None}
     assert runs(count) == 2  # the interrupted run (killed) and the one after it
+
+
+def _run_script(script: str) -> tuple[int, str, str]:
+    """Run ``script`` in a Python of its own; (exit code, stdout, stderr). A script still running
+    after a minute (a deadlock) is killed, and so is the process group of any plugin it printed
+    the number of."""
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        for word in output.split():
+            if word.isdigit():
+                with contextlib.suppress(OSError):
+                    os.killpg(int(word), signal.SIGKILL)
+        raise
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_termination_handler_landing_while_a_run_is_recorded_stops_the_plugin_and_exits() -> None:
+    # A service's SIGTERM handler (terminate_running_plugins, then exit, as docs/exec-protocol.md
+    # says) runs in the main thread between two bytecodes: here, while that thread holds the lock
+    # the handler needs, recording the group of the plugin it has just started.
+    script = textwrap.dedent(
+        """
+        import os, signal
+        from prometheus_client import CollectorRegistry
+        from cpcreds import CredentialEngine, ProviderRegistry
+        from cpcreds.exec.provider import terminate_running_plugins
+        from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+        from tests.fakes.processes import at_lock_release
+
+        def on_term(signum, frame):
+            terminate_running_plugins()
+            os._exit(143)
+
+        def land(frame):
+            print(frame.f_locals["pgid"], flush=True)  # the plugin leads its group
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
+        engine = CredentialEngine(config_of(exec_entry("fake", "--hang")), registry=ProviderRegistry(entry_points=False),
+                                  prometheus_registry=CollectorRegistry())
+        at_lock_release("_add", land)
+        engine.get_credential(cluster_profile("c", access_provider("fake")))
+        print("not stopped", flush=True)
+        """
+    )
+    code, out, err = _run_script(script)
+    assert code == 143, err
+    wait_for(lambda: not alive(int(out.split()[0])), "the plugin to be killed", seconds=10)
+
+
+def test_ctrl_c_right_after_the_plugin_started_kills_it_before_reaching_the_caller() -> None:
+    # Ctrl-C between the plugin's start and the wait that would kill it on the way out.
+    script = textwrap.dedent(
+        """
+        from prometheus_client import CollectorRegistry
+        from cpcreds import CredentialEngine, ProviderRegistry
+        from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+        from tests.fakes.processes import alive, at_lock_release
+
+        def land(frame):
+            global plugin
+            plugin = frame.f_locals["pgid"]
+            print(plugin, flush=True)
+            raise KeyboardInterrupt  # what the default SIGINT handler raises there
+
+        engine = CredentialEngine(config_of(exec_entry("fake", "--hang")), registry=ProviderRegistry(entry_points=False),
+                                  prometheus_registry=CollectorRegistry())
+        at_lock_release("_add", land, released=True)
+        try:
+            engine.get_credential(cluster_profile("c", access_provider("fake")))
+        except KeyboardInterrupt:
+            print("interrupted", "alive" if alive(plugin) else "gone", flush=True)
+        """
+    )
+    code, out, err = _run_script(script)
+    assert code == 0, err
+    assert out.split()[1:] == ["interrupted", "gone"]
+
+
+def test_a_forked_child_leaves_its_parents_plugins_running(tmp_path: Path) -> None:
+    # A child of fork inherits the engine and the exit handlers; closing the one and running the
+    # others are its own business, never a kill of the parent's running plugins.
+    pidfile = tmp_path / "plugin-child.pid"
+    script = textwrap.dedent(
+        f"""
+        import os, sys, threading, time, warnings
+        from prometheus_client import CollectorRegistry
+        from cpcreds import CredentialEngine, ProviderRegistry
+        from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+        from tests.fakes.processes import alive
+
+        engine = CredentialEngine(config_of(exec_entry("fake", "--child-pidfile", {str(pidfile)!r}, "--hang", timeout="60s")),
+                                  registry=ProviderRegistry(entry_points=False), prometheus_registry=CollectorRegistry())
+        profile = cluster_profile("c", access_provider("fake"))
+        threading.Thread(target=lambda: engine.get_credential(profile), daemon=True).start()
+        while not os.path.exists({str(pidfile)!r}):
+            time.sleep(0.002)  # polling an observable condition; the test's timeout bounds it
+        watched = int(open({str(pidfile)!r}).read())  # in the plugin's group: alive while it is
+        print(watched, flush=True)
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with a thread running, on purpose
+        child = os.fork()
+        if child == 0:
+            engine.close()
+            sys.exit(0)  # the exit handlers run in the child too
+        os.waitpid(child, 0)
+        print("alive" if alive(watched) else "gone", flush=True)
+        engine.close()
+        """
+    )
+    code, out, err = _run_script(script)
+    assert code == 0, err
+    assert out.split()[1:] == ["alive"]
+    wait_for(lambda: not alive(int(out.split()[0])), "the parent's close to kill its plugin", seconds=10)
 
 
 # -- 7. an answer that has already expired is a failure -----------------------------------------

@@ -704,8 +704,10 @@ def test_remove_certificate_files_is_the_hook_for_a_signal_handler(spoke: SpokeS
         api = engine.api_client(cluster_profile("spoke-1", access_provider({PROVIDER!r}, {spoke.url!r}, ca_pem={spoke.ca_pem!r})))
         client.CoreV1Api(api).list_namespace()
         print(api.configuration.cert_file, flush=True)
+        # Idle as a service does. Not signal.pause(): a SIGTERM that lands after the check for
+        # pending handlers and before pause() starts is consumed, and pause() then waits forever.
         while True:
-            signal.pause()
+            time.sleep(1)
         """
     )
     root = Path(__file__).resolve().parents[1]
@@ -716,6 +718,43 @@ def test_remove_certificate_files_is_the_hook_for_a_signal_handler(spoke: SpokeS
     proc.terminate()
     assert proc.wait(10) == 143
     assert not cert_file.parent.exists()
+
+
+def test_a_termination_handler_landing_while_a_certificate_folder_is_recorded_removes_it(pki: PKI, tmp_path: Path) -> None:
+    # The handler of the test above runs in the main thread between two bytecodes: here, while
+    # that thread holds the lock remove_certificate_files needs, recording the folder it has just
+    # made for a client's certificate.
+    crt, key = write_cert(tmp_path, pki.issue_client_cert("fleet-a"))
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from prometheus_client import CollectorRegistry
+        import cpcreds
+        from tests.fakes.builders import access_provider, cluster_profile, config_of, exec_entry
+        from tests.fakes.processes import at_lock_release
+
+        def on_term(signum, frame):
+            cpcreds.remove_certificate_files()
+            os._exit(143)
+
+        def land(frame):
+            print(frame.f_locals["self"].private_dir(), flush=True)
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
+        engine = cpcreds.CredentialEngine(
+            config_of(exec_entry({PROVIDER!r}, "--no-token", "--cert", {str(crt)!r}, "--key", {str(key)!r})),
+            registry=cpcreds.ProviderRegistry(entry_points=False), prometheus_registry=CollectorRegistry())
+        at_lock_release("private_dir", land)
+        engine.api_client(cluster_profile("spoke-1", access_provider({PROVIDER!r}, "https://127.0.0.1:1")))  # writes the certificate
+        print("not stopped", flush=True)
+        """
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143, done.stderr[-2000:]
+    folder = Path(done.stdout.split()[0])
+    assert folder.name.startswith("cpcreds-cert-") and not folder.exists()
 
 
 def test_exec_metric_code_is_zero_only_for_a_successful_call(spoke: SpokeServer, tmp_path: Path) -> None:

@@ -1,9 +1,14 @@
-"""Looking at processes a test started indirectly (plugins and their children)."""
+"""Looking at processes a test started indirectly (plugins and their children), and making a
+script's own thread meet a signal at a chosen point."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 
 def alive(pid: int) -> bool:
@@ -33,3 +38,20 @@ def children_get_ctrl_c() -> None:
     runs in the foreground, where Python has installed that handler already."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def at_lock_release(function: str, act: Callable[[FrameType], object], *, released: bool = False) -> None:
+    """Run ``act(frame)`` in this thread once, where a signal handler could run: at the end of the
+    first ``with <lock>:`` block of a function named ``function`` (the lock still held; with
+    ``released``, just after it was let go). A signal lands between two bytecodes, so this is
+    where a SIGTERM or Ctrl-C meeting that block would run its handler; ``act`` may call the
+    installed handler or raise as the default SIGINT handler does. For the scripts the tests run
+    in a process of their own (``sys.setprofile`` sees every call of the thread)."""
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        wanted = "c_return" if released else "c_call"
+        if event == wanted and getattr(arg, "__name__", "") == "__exit__" and frame.f_code.co_name == function:
+            sys.setprofile(None)
+            act(frame)
+
+    sys.setprofile(profile)

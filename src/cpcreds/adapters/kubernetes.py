@@ -59,7 +59,9 @@ __all__ = ["build_config", "api_client", "abuild_config", "aapi_client", "Creden
 
 # Private directories made by this process: path -> pid of the process that made it.
 _live_dirs: dict[str, int] = {}
-_live_dirs_lock = threading.Lock()
+# Reentrant: remove_certificate_files runs in signal handlers and _remove_dir in the garbage
+# collector's finalizers, both in whatever thread is running then, possibly the one that holds it.
+_live_dirs_lock = threading.RLock()
 
 
 def remove_certificate_files() -> None:
@@ -70,9 +72,10 @@ def remove_certificate_files() -> None:
     when the process is about to end."""
     pid = os.getpid()
     with _live_dirs_lock:
-        mine = [path for path, owner in _live_dirs.items() if owner == pid]
+        # A copy: a finalizer may take its directory off the dict while this looks through it.
+        mine = [path for path, owner in _live_dirs.copy().items() if owner == pid]
         for path in mine:
-            del _live_dirs[path]
+            _live_dirs.pop(path, None)
     for path in mine:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -83,7 +86,7 @@ atexit.register(remove_certificate_files)
 def _forget_parent_dirs() -> None:
     # In a forked child: the directories are the parent's, to remove when *it* is done.
     global _live_dirs_lock
-    _live_dirs_lock = threading.Lock()  # the parent's lock may have been held at fork time
+    _live_dirs_lock = threading.RLock()  # the parent's lock may have been held at fork time
     _live_dirs.clear()
 
 

@@ -58,7 +58,24 @@ _QUIET_SECONDS = 0.01
 
 # Process groups of every supervised program of this process, for terminate_all().
 _RUNNING_GROUPS: set[int] = set()
-_groups_lock = threading.Lock()
+# Reentrant: terminate_all runs in signal handlers, and a handler runs in the main thread between
+# two bytecodes, possibly while that thread holds this lock (recording a run's group).
+_groups_lock = threading.RLock()
+#: This process's ID, renewed in a child of fork (see Groups).
+_owner_pid = os.getpid()
+
+
+def _forget_parent_groups() -> None:
+    # In a child of fork: the running programs are the parent's, to stop when *it* ends or is
+    # told to; the child's exit handlers and SIGTERM must not kill them.
+    global _groups_lock, _owner_pid
+    _groups_lock = threading.RLock()  # the parent's may have been held at fork time
+    _RUNNING_GROUPS.clear()
+    _owner_pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_groups)
 
 
 class Outcome:
@@ -78,27 +95,36 @@ class Outcome:
 
 class Groups:
     """The process groups of one owner's running programs (an exec provider, a kubelet-plugin
-    runner), so that closing the owner stops only its own. Thread-safe."""
+    runner), so that closing the owner stops only its own. Thread-safe. In a child of ``fork``
+    the groups recorded before are the parent's: the child's copy forgets them, so that closing
+    an inherited owner never stops the parent's programs."""
 
-    __slots__ = ("_pgids",)
+    __slots__ = ("_pgids", "_pid")
 
     def __init__(self) -> None:
         self._pgids: set[int] = set()
+        self._pid = _owner_pid  # the process whose groups _pgids holds
+
+    def _mine(self) -> set[int]:
+        # Lock held. A module global is compared, not os.getpid() called: this runs on every run.
+        if self._pid != _owner_pid:
+            self._pgids, self._pid = set(), _owner_pid
+        return self._pgids
 
     def _add(self, pgid: int) -> None:
         with _groups_lock:
-            self._pgids.add(pgid)
+            self._mine().add(pgid)
             _RUNNING_GROUPS.add(pgid)
 
     def _discard(self, pgid: int) -> None:
         with _groups_lock:
-            self._pgids.discard(pgid)
+            self._mine().discard(pgid)
             _RUNNING_GROUPS.discard(pgid)
 
     def kill_all(self) -> None:
         """Kill the group of every program of this owner that is running now."""
         with _groups_lock:
-            pgids = list(self._pgids)
+            pgids = list(self._mine())
         for pgid in pgids:
             kill_group(pgid)
 
@@ -171,11 +197,15 @@ def run(
         child = popen(executable, argv, env, interactive, with_stdin=stdin is not None, pass_fds=pass_fds)
     pgid = None if interactive else child.pid
     owner = groups if groups is not None else Groups()
-    if pgid is not None:
-        owner._add(pgid)
     try:
+        if pgid is not None:
+            owner._add(pgid)
         return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd, meanwhile)
     finally:
+        if child.returncode is None:
+            # Interrupted (Ctrl-C, a signal handler's SystemExit) before _collect took charge of
+            # the program, which kills it on every other way out: it must not outlive the run.
+            kill(child, pgid)
         child.close_pipes()
         if pgid is not None:
             owner._discard(pgid)
