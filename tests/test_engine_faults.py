@@ -233,7 +233,8 @@ async def test_storm_of_impatient_callers_leaves_every_plan_answering_with_exact
             await engine.aget_credential(p)
         except PluginExecutionError:
             assert index in failing
-        assert time.monotonic() - started < 0.05
+        # Not waited for: a plugin run would be counted below, a backoff lasts ten minutes.
+        assert time.monotonic() - started < 1.0
     assert sum(runs(counts / f"c{i}") for i in range(100)) == 100
 
 
