@@ -98,10 +98,12 @@ def test_three_replicas_split_the_profiles_evenly_redirect_to_the_owner_and_take
         assert handovers(survivor).get("released", 0) >= before[survivor.identity] + 1
     assert after["r0"] >= shares["r0"] and after["r1"] >= shares["r1"]  # nobody else moved
     assert after == expected(keys, ["r0", "r1"])
-    # r2 stopped its work before releasing: what moved to r0 and r1 overlaps nothing.
+    # r2 stopped its work before releasing: what moved to r0 and r1 overlaps nothing. (Not the
+    # bound: it describes a replica's latest handover, which on a loaded machine can be its own
+    # rejoin after a missed renewal, with the renew deadline as its window.)
     for replica in (r0, r1):
-        fetches, bound = replica.overlap()
-        assert fetches["released"] == 0 and fetches["expired"] == 0 and bound == 0.0
+        fetches, _ = replica.overlap()
+        assert fetches["released"] == 0 and fetches["expired"] == 0
 
 
 def test_a_killed_replica_is_taken_over_after_its_lease_and_a_new_one_takes_only_what_it_wins(fleet_on_hub: Any) -> None:
