@@ -43,7 +43,10 @@ def hostile(spec: dict[str, Any], annotation: Any, metadata_extra: dict[str, Any
 
 
 def test_hostile_peer_leases_never_break_the_watch_or_fence_this_replica(hub: HubServer, make_shard: Callable[..., Shard]) -> None:
-    alpha = make_shard("alpha")
+    # A renew deadline of 6 s, not the suite's 0.6 s: on a busy machine a watch can end for other
+    # reasons (seen once, with an example that passes on its own) and the relist after it take
+    # longer than 0.6 s, which would make alpha stale for a moment without any hostile Lease.
+    alpha = make_shard("alpha", lease_duration=10.0, renew_deadline=6.0)
     until(alpha.claiming, timeout=5, what="alpha claiming")
 
     # No shrinking: each failing example waits out its marker (seconds), and shrinks run hundreds.
