@@ -409,6 +409,42 @@ def test_plugin_that_dies_from_sigterm_reports_it(tmp_path: Path) -> None:
         ExecProvider().get_credential(plan)
 
 
+
+# What a /bin/sh plugin answers: its ignored-signal mask (SigIgn in /proc/self/status, hex) as the
+# token. The shell changes no disposition before the script runs, unlike a Python plugin.
+_SIGNAL_MASK_SCRIPT = (
+    'mask=$(sed -n "s/^SigIgn:[[:space:]]*//p" /proc/$$/status)\n'
+    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$mask\"\n"
+)
+
+
+def _ignored_by_plugin(**exec_fields: Any) -> set[int]:
+    execconfig = {"apiVersion": API_VERSION_V1, "command": "/bin/sh", "args": ["-c", _SIGNAL_MASK_SCRIPT], **exec_fields}
+    plan = resolve(config_of({"name": "s", "execConfig": execconfig}), cluster_profile("c", access_provider("s")))
+    mask = int(ExecProvider().get_credential(plan).token, 16)
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the plugin's signal mask from /proc")
+def test_a_plugin_starts_with_the_signals_python_ignores_at_their_default() -> None:
+    # Python ignores SIGPIPE and SIGXFSZ for itself; a plugin inheriting that would see a
+    # pipeline's writer fail with EPIPE instead of ending quietly (client-go's plugins do not).
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+    assert not _ignored_by_plugin() & {signal.SIGPIPE, signal.SIGXFSZ}
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the plugin's signal mask from /proc")
+def test_a_plugin_of_a_process_under_nohup_ignores_hangups_as_it_does() -> None:
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        ignored = _ignored_by_plugin()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert signal.SIGHUP in ignored
+    assert signal.SIGPIPE not in ignored
+    assert signal.SIGHUP not in _ignored_by_plugin()
+
+
 # -- hostile answers and the command's origin (issue 7, the exec side) ---------------------------
 
 HOSTILE_SECRET = "tok-HOSTILE-9d1e"

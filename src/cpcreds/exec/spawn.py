@@ -2,6 +2,13 @@
 :mod:`.process` that talks to the system. :func:`spawn` uses ``os.posix_spawn`` (the environment is
 encoded in C and the child starts with a vfork-like clone); :func:`popen` uses ``subprocess.Popen``
 for interactive runs and wherever posix_spawn cannot serve. Both give a :class:`Child`.
+
+A program started by :func:`spawn` starts with every signal at its default action, as client-go's
+plugins start from a Go program, with one exception Go makes too: SIGHUP or SIGINT that this
+process ignores (``nohup``, a shell's background job) stays ignored. So SIGPIPE and SIGXFSZ, which
+Python ignores for itself, are not passed on: a plugin's ``cmd | head -1`` ends quietly. One
+started by :func:`popen` (interactive runs) gets subprocess's rule: SIGPIPE and SIGXFSZ at their
+default, any other signal this process ignores still ignored.
 """
 
 from __future__ import annotations
@@ -128,6 +135,24 @@ class SpawnSupport:
     terminal: bool | None = None
 
 
+#: Signals a program may inherit as ignored (see the module's docstring); every other one starts
+#: at its default action.
+_INHERITED_IF_IGNORED = (signal.SIGHUP, signal.SIGINT)
+#: What ``setsigdef`` resets when none of those is ignored. Naming every signal also spares the
+#: child one query of the C library per signal (glibc looks up only those not named) while the
+#: parent waits for its exec.
+_ALL_DEFAULT = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
+
+
+def signals_to_default() -> tuple[int, ...]:
+    """The signals a program is started with at their default action (see the module's
+    docstring), read from this process's dispositions now."""
+    ignored = [number for number in _INHERITED_IF_IGNORED if signal.getsignal(number) == signal.SIG_IGN]
+    if not ignored:
+        return _ALL_DEFAULT
+    return tuple(number for number in _ALL_DEFAULT if number not in ignored)
+
+
 def new_session() -> bool:
     """Whether a program must get a session of its own (see the module's docstring): when this
     process has a controlling terminal."""
@@ -186,10 +211,11 @@ def spawn(
             # dup2 onto itself does not clear close-on-exec everywhere; the flag is set for the
             # spawn only, on descriptors that are the caller's own for this run.
             os.set_inheritable(fd, True)
+        default = signals_to_default()
         if new_session():
-            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
+            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True, setsigdef=default)
         else:
-            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setpgroup=0)
+            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setpgroup=0, setsigdef=default)
     except NotImplementedError:
         SpawnSupport.usable = False
         for fd in fds:
