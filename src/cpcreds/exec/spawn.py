@@ -135,22 +135,12 @@ class SpawnSupport:
     terminal: bool | None = None
 
 
-#: Signals a program may inherit as ignored (see the module's docstring); every other one starts
-#: at its default action.
-_INHERITED_IF_IGNORED = (signal.SIGHUP, signal.SIGINT)
-#: What ``setsigdef`` resets when none of those is ignored. Naming every signal also spares the
-#: child one query of the C library per signal (glibc looks up only those not named) while the
-#: parent waits for its exec.
-_ALL_DEFAULT = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
-
-
-def signals_to_default() -> tuple[int, ...]:
-    """The signals a program is started with at their default action (see the module's
-    docstring), read from this process's dispositions now."""
-    ignored = [number for number in _INHERITED_IF_IGNORED if signal.getsignal(number) == signal.SIG_IGN]
-    if not ignored:
-        return _ALL_DEFAULT
-    return tuple(number for number in _ALL_DEFAULT if number not in ignored)
+#: The signals :func:`spawn` sets to their default action in the program (``setsigdef``): every
+#: one but SIGHUP and SIGINT, which the C library leaves ignored when this process ignores them
+#: and sets to their default otherwise (see the module's docstring). Naming the rest also spares
+#: the child one query per signal (glibc looks up only those not named) while the parent waits
+#: for its exec.
+SIGNALS_TO_DEFAULT = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGHUP, signal.SIGINT}))
 
 
 def new_session() -> bool:
@@ -211,11 +201,10 @@ def spawn(
             # dup2 onto itself does not clear close-on-exec everywhere; the flag is set for the
             # spawn only, on descriptors that are the caller's own for this run.
             os.set_inheritable(fd, True)
-        default = signals_to_default()
         if new_session():
-            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True, setsigdef=default)
+            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True, setsigdef=SIGNALS_TO_DEFAULT)
         else:
-            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setpgroup=0, setsigdef=default)
+            pid = os.posix_spawn(executable, argv, env, file_actions=actions, setpgroup=0, setsigdef=SIGNALS_TO_DEFAULT)
     except NotImplementedError:
         SpawnSupport.usable = False
         for fd in fds:
