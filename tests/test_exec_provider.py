@@ -434,15 +434,18 @@ def test_a_plugin_starts_with_the_signals_python_ignores_at_their_default() -> N
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the plugin's signal mask from /proc")
-def test_a_plugin_of_a_process_under_nohup_ignores_hangups_as_it_does() -> None:
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+@pytest.mark.parametrize("number", [signal.SIGHUP, signal.SIGINT], ids=["nohup", "background-job"])
+def test_a_hangup_or_interrupt_this_process_ignores_stays_ignored_in_the_plugin(number: signal.Signals) -> None:
+    # As in Go: a process run under nohup (SIGHUP) or as a shell's background job (SIGINT)
+    # passes that on; whatever else it ignores, the plugin starts at the default action.
+    previous = signal.signal(number, signal.SIG_IGN)
     try:
         ignored = _ignored_by_plugin()
     finally:
-        signal.signal(signal.SIGHUP, previous)
-    assert signal.SIGHUP in ignored
+        signal.signal(number, previous)
+    assert number in ignored
     assert signal.SIGPIPE not in ignored
-    assert signal.SIGHUP not in _ignored_by_plugin()
+    assert number not in _ignored_by_plugin()
 
 
 # -- hostile answers and the command's origin (issue 7, the exec side) ---------------------------
