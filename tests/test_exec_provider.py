@@ -409,7 +409,6 @@ def test_plugin_that_dies_from_sigterm_reports_it(tmp_path: Path) -> None:
         ExecProvider().get_credential(plan)
 
 
-
 # What a /bin/sh plugin answers: its ignored-signal mask (SigIgn in /proc/self/status, hex) as the
 # token. The shell changes no disposition before the script runs, unlike a Python plugin.
 _SIGNAL_MASK_SCRIPT = (
@@ -418,8 +417,8 @@ _SIGNAL_MASK_SCRIPT = (
 )
 
 
-def _ignored_by_plugin(**exec_fields: Any) -> set[int]:
-    execconfig = {"apiVersion": API_VERSION_V1, "command": "/bin/sh", "args": ["-c", _SIGNAL_MASK_SCRIPT], **exec_fields}
+def _ignored_by_plugin() -> set[int]:
+    execconfig = {"apiVersion": API_VERSION_V1, "command": "/bin/sh", "args": ["-c", _SIGNAL_MASK_SCRIPT]}
     plan = resolve(config_of({"name": "s", "execConfig": execconfig}), cluster_profile("c", access_provider("s")))
     mask = int(ExecProvider().get_credential(plan).token, 16)
     return {number for number in range(1, 65) if mask >> (number - 1) & 1}
