@@ -186,8 +186,10 @@ def run(
     terminal too, for prompts). ``pass_fds`` are descriptors the program inherits under the same
     numbers; they must be the caller's own, as they are made inheritable for the spawn.
     ``groups`` records the run's process group while it runs. ``meanwhile()`` is called once the
-    program has started, before it is waited for: work of the caller's that the program's start
-    does not need costs no time there, as this process would only wait. Raises ``OSError`` when
+    program has started, before it is waited for: the place for work that must happen once for
+    every started run, whatever its outcome (counting it). It is not hidden behind the program's
+    run: the scheduler mostly runs a new program on the core of the process that started it, so
+    until this process waits, each delays the other (bench/README.md). Raises ``OSError`` when
     the program cannot be started (``meanwhile`` is then not called); ``KeyboardInterrupt`` or
     any other exception while it runs (``meanwhile``'s included) kills it before propagating."""
     child = None
@@ -225,7 +227,6 @@ def _collect(
     stdout, stderr = bytearray(), bytearray()
     # Our ends are read without blocking: after the exit, what is in a pipe is read without
     # waiting for an end-of-file that a grandchild which left the group could hold back.
-    # (Set while the program starts: this costs it nothing.)
     os.set_blocking(proc.stdout_fd, False)
     if proc.stderr_fd is not None:
         os.set_blocking(proc.stderr_fd, False)

@@ -213,8 +213,8 @@ class ExecProvider:
         interactive: bool,
         pass_fds: tuple[int, ...] = (),
     ) -> RunResult:
-        """Run the admitted plugin, counting the policy ``decision`` while it runs (this process
-        would only wait then), or after a start that failed: every admitted run counts once."""
+        """Run the admitted plugin, counting the policy ``decision`` once it has started, or after
+        a start that failed: every admitted run counts once."""
         counted = False
 
         def count() -> None:
