@@ -11,7 +11,6 @@ import errno
 import json
 import re
 import signal
-from collections.abc import Callable
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from ..errors import CLIENT_INTERNAL_ERROR, PluginExecutionError, PluginNotFound, PluginTimeout
@@ -29,13 +28,11 @@ STDERR_TAIL_BYTES = 4096
 
 class RunOptions(TypedDict, total=False):
     """How one run is started, handed through to :func:`cpcreds.exec.process.run` unchanged (see
-    there): an ``interactive`` terminal, bytes for ``stdin``, descriptors to ``pass_fds``, a
-    ``meanwhile`` callback once the program has started."""
+    there): an ``interactive`` terminal, bytes for ``stdin``, descriptors to ``pass_fds``."""
 
     interactive: bool
     stdin: bytes | None
     pass_fds: tuple[int, ...]
-    meanwhile: Callable[[], object] | None
 
 
 class Job(NamedTuple):

@@ -40,7 +40,6 @@ import select
 import shutil
 import threading
 import time
-from collections.abc import Callable
 
 from .spawn import Child, SpawnSupport, kill, kill_group, popen, spawn
 
@@ -176,7 +175,6 @@ def run(
     pass_fds: tuple[int, ...] = (),
     use_pidfd: bool = True,
     groups: Groups | None = None,
-    meanwhile: Callable[[], object] | None = None,
 ) -> Outcome:
     """Run ``executable`` (``argv[0]`` as the name it is given) once and see it through (see the
     module's docstring), bounded by ``deadline`` (``time.monotonic()`` seconds).
@@ -185,13 +183,9 @@ def run(
     stdin is ``/dev/null`` (or the terminal when ``interactive``; stderr then stays the
     terminal too, for prompts). ``pass_fds`` are descriptors the program inherits under the same
     numbers; they must be the caller's own, as they are made inheritable for the spawn.
-    ``groups`` records the run's process group while it runs. ``meanwhile()`` is called once the
-    program has started, before it is waited for: the place for work that must happen once for
-    every started run, whatever its outcome (counting it). It is not hidden behind the program's
-    run: the scheduler mostly runs a new program on the core of the process that started it, so
-    until this process waits, each delays the other (bench/README.md). Raises ``OSError`` when
-    the program cannot be started (``meanwhile`` is then not called); ``KeyboardInterrupt`` or
-    any other exception while it runs (``meanwhile``'s included) kills it before propagating."""
+    ``groups`` records the run's process group while it runs. Raises ``OSError`` when the
+    program cannot be started; ``KeyboardInterrupt`` or any other exception while it runs kills
+    it before propagating."""
     child = None
     if not interactive and SpawnSupport.usable:
         child = spawn(executable, argv, env, with_stdin=stdin is not None, pass_fds=pass_fds)
@@ -202,7 +196,7 @@ def run(
     try:
         if pgid is not None:
             owner._add(pgid)
-        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd, meanwhile)
+        return _collect(child, pgid, deadline, stdin, max_stdout, stderr_tail, use_pidfd)
     finally:
         if child.returncode is None:
             # Interrupted (Ctrl-C, a signal handler's SystemExit) before _collect took charge of
@@ -221,7 +215,6 @@ def _collect(
     max_stdout: int,
     stderr_tail: int,
     use_pidfd: bool,
-    meanwhile: Callable[[], object] | None = None,
 ) -> Outcome:
     started = time.monotonic()
     stdout, stderr = bytearray(), bytearray()
@@ -232,8 +225,6 @@ def _collect(
         os.set_blocking(proc.stderr_fd, False)
     pidfd = _open_pidfd(proc.pid) if use_pidfd else None
     try:
-        if meanwhile is not None:
-            meanwhile()
         exited = False
         if pidfd is not None and stdin is None:
             exited = _quiet_wait(pidfd, deadline)

@@ -185,50 +185,24 @@ class ExecProvider:
         job = Job(plan.provider, spec.command, plan.timeout, spec.install_hint)
         argv = [spec.command, *spec.args]
         gate = self.gate
+        # Every admitted run counts once, when it is admitted (as client-go counts its policy
+        # decisions), whether the plugin then starts or not.
         if gate.allows_all:
-            return self._run_counted(plan.provider, "allowed", job, executable, argv, env, deadline, interactive)
+            self._observe(plan.provider, "allowed")
+            return self.run_command(job, executable, argv, env, deadline=deadline, interactive=interactive)
         try:
             admission = gate.admit(plan.provider, spec.command, executable, argv, env)
         except PluginNotAllowed as refusal:
             self._observe(plan.provider, refusal.decision)
             self._log_refusal(plan.provider, refusal)
             raise
-        decision = "allowed_pinned" if admission.sha256 else "allowed"
         try:
-            return self._run_counted(
-                plan.provider, decision, job, admission.executable, admission.argv, env, deadline, interactive, admission.pass_fds
+            self._observe(plan.provider, "allowed_pinned" if admission.sha256 else "allowed")
+            return self.run_command(
+                job, admission.executable, admission.argv, env, deadline=deadline, interactive=interactive, pass_fds=admission.pass_fds
             )
         finally:
             admission.release()
-
-    def _run_counted(
-        self,
-        provider: str,
-        decision: str,
-        job: Job,
-        executable: str,
-        argv: list[str],
-        env: dict[bytes, bytes],
-        deadline: float,
-        interactive: bool,
-        pass_fds: tuple[int, ...] = (),
-    ) -> RunResult:
-        """Run the admitted plugin, counting the policy ``decision`` once it has started, or after
-        a start that failed: every admitted run counts once."""
-        counted = False
-
-        def count() -> None:
-            nonlocal counted
-            counted = True
-            self._observe(provider, decision)
-
-        try:
-            return self.run_command(
-                job, executable, argv, env, deadline=deadline, interactive=interactive, pass_fds=pass_fds, meanwhile=count
-            )
-        finally:
-            if not counted:
-                self._observe(provider, decision)
 
     def _observe(self, provider: str, decision: str) -> None:
         observer = self.policy_observer
