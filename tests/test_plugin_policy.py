@@ -376,6 +376,25 @@ def test_allowed_runs_are_counted(tmp_path: Path) -> None:
     assert registry.get_sample_value("rest_client_exec_plugin_policy_call_total", {"status": "allowed"}) == 1
 
 
+def test_an_admitted_run_is_counted_once_whether_its_plugin_starts_or_not(tmp_path: Path) -> None:
+    from cpcreds.errors import PluginNotFound
+
+    broken = tmp_path / "not-a-program"
+    broken.write_bytes(b"\x7fELF\x00garbage")  # executable, but no program the system can start
+    broken.chmod(0o755)
+    plugin = echo_plugin(tmp_path)
+    for policy in (None, pinned(tmp_path, (plugin, digest(plugin)), (broken, digest(broken)))):
+        cfg = config(tmp_path, policy, entry("ok", str(plugin), answer("x")), entry("broken", str(broken)))
+        decisions: list[tuple[str, str]] = []
+        provider = ExecProvider()
+        provider.use_plugin_policy(cfg.plugin_policy, lambda name, decision: decisions.append((name, decision)))
+        assert provider.get_credential(resolve(cfg, profile("ok"))).token == "x"
+        with pytest.raises(PluginNotFound):
+            provider.get_credential(resolve(cfg, profile("broken")))
+        expected = "allowed" if policy is None else "allowed_pinned"
+        assert decisions == [("ok", expected), ("broken", expected)]
+
+
 # -- cpcreds pin -------------------------------------------------------------------------------
 
 
