@@ -388,6 +388,20 @@ def test_backoff_delay_grows_exponentially_and_is_capped() -> None:
     assert all(2 <= jittered.delay(1) <= 4 for _ in range(50))
 
 
+def test_backoff_jitter_leaves_the_applications_random_sequence_alone() -> None:
+    # An application that seeds the random module for itself gets the same sequence whatever the
+    # engine's (or a fleet's) backoff and refresh jitter draw meanwhile.
+    import random
+
+    random.seed(20261202)
+    expected = [random.random() for _ in range(3)]
+    random.seed(20261202)
+    policy = BackoffPolicy(initial=4, jitter=0.5)
+    delays = [policy.delay(1) for _ in range(20)]
+    assert [random.random() for _ in range(3)] == expected
+    assert all(2 <= delay <= 4 for delay in delays) and len(set(delays)) > 1
+
+
 def test_provider_bug_becomes_a_credential_error(make_engine) -> None:
     class Broken:
         def __init__(self, options: Any) -> None: ...

@@ -5,7 +5,18 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["RefreshPolicy", "BackoffPolicy"]
+__all__ = ["RefreshPolicy", "BackoffPolicy", "jittered"]
+
+#: The jitter's own source. Not the random module's shared generator: a library's background
+#: threads drawing from it would change the sequence an application seeded for itself (and
+#: hypothesis flags exactly that). Drawn from the system, so a child of fork does not repeat its
+#: parent's jitter, which is there to spread replicas apart.
+_JITTER = random.SystemRandom()
+
+
+def jittered(value: float, jitter: float) -> float:
+    """``value`` scaled by a random factor in ``[1 - jitter, 1]``: never later, only earlier."""
+    return value * (1.0 - jitter * _JITTER.random())
 
 
 @dataclass(frozen=True)
@@ -36,4 +47,4 @@ class BackoffPolicy:
 
     def delay(self, failures: int) -> float:
         base = min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
-        return base * (1.0 - self.jitter * random.random())
+        return jittered(base, self.jitter)

@@ -12,11 +12,11 @@ binding gets its :class:`~cpcreds.fleet.cluster.Updated` (or, if the new binding
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine.policies import jittered
 from ..errors import CredentialError
 from ..logs import get_logger, redact_text
 from .cluster import FleetCluster, Updated, retire
@@ -139,7 +139,7 @@ class Keeper:
                 delay = RECHECK_SECONDS  # answered from the cache while the engine refreshes
             else:
                 # Jitter pulls the refresh earlier, never later, so spreading load never risks expiry.
-                delay = (refresh_at - now) * (1.0 - random.uniform(0.0, self.jitter))
+                delay = jittered(refresh_at - now, self.jitter)
         if cluster.binding is not None and answer.plan is not cluster.binding.plan:
             # Failed over: look again at the engine's backoff pace, so the cluster goes back
             # to its preferred provider soon after that answers again.
